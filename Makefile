@@ -1,0 +1,40 @@
+# Two entry points: `make demo` (the main job) and `make test` (the test suite).
+# Each creates .venv and installs what is missing, so a fresh machine needs nothing else.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+CORPUS := /usr/share/trans/de-en
+DEMO_MINUTES ?= 15
+
+.PHONY: demo test lint corpus install bench
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# The real corpus is the Debian package trans-de-en (see docs/guides/data.md).
+corpus:
+	@if [ -f $(CORPUS) ]; then :; \
+	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && apt-get install -y -qq trans-de-en; \
+	else \
+		echo "The corpus $(CORPUS) is missing: run 'sudo apt-get install trans-de-en'" \
+		     "or pass KT_CORPUS=/path/to/de-en (download it from dict.tu-chemnitz.de)."; \
+	fi
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+test: $(STAMP) corpus lint
+	KERAS_BACKEND=tensorflow TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/pytest -q tests keras_transformer
+
+demo: $(STAMP) corpus
+	KERAS_BACKEND=tensorflow TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/keras-transformer demo --minutes $(DEMO_MINUTES)
+
+bench: $(STAMP) corpus
+	KERAS_BACKEND=tensorflow TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python benchmarks/run.py
