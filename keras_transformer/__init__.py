@@ -1,3 +1,59 @@
-"""keras-transformer: the Transformer of "Attention Is All You Need" in Keras 3."""
+"""keras-transformer: the Transformer of "Attention Is All You Need" in Keras 3.
+
+Example:
+>>> import keras_transformer as kt
+>>> model = kt.build_transformer("tiny", vocabulary_size=100)
+>>> model.count_params() > 0
+True
+"""
 
 __version__ = "0.1.0"
+
+from keras_transformer import layers, losses, metrics, models, optimizers, training  # noqa: E402
+from keras_transformer.layers.attention import MultiHeadAttention  # noqa: E402
+from keras_transformer.layers.decoder import TransformerDecoderBlock  # noqa: E402
+from keras_transformer.layers.embedding import TokenEmbedding  # noqa: E402
+from keras_transformer.layers.encoder import TransformerEncoderBlock  # noqa: E402
+from keras_transformer.layers.feed_forward import PositionwiseFeedForward  # noqa: E402
+from keras_transformer.layers.position_embedding import (  # noqa: E402
+    LearnedPositionEmbedding,
+    SinusoidalPositionEncoding,
+)
+from keras_transformer.losses import (  # noqa: E402
+    LabelSmoothedSparseCategoricalCrossentropy,
+    label_smoothed_sparse_categorical_crossentropy,
+)
+from keras_transformer.metrics import MaskedAccuracy, Perplexity  # noqa: E402
+from keras_transformer.models import PRESETS, Transformer, build_transformer  # noqa: E402
+from keras_transformer.optimizers import TransformerSchedule  # noqa: E402
+from keras_transformer.special_tokens import END_ID, PAD_ID, START_ID, UNK_ID  # noqa: E402
+from keras_transformer.training import compile_transformer  # noqa: E402
+
+__all__ = [
+    "END_ID",
+    "PAD_ID",
+    "PRESETS",
+    "START_ID",
+    "UNK_ID",
+    "LabelSmoothedSparseCategoricalCrossentropy",
+    "LearnedPositionEmbedding",
+    "MaskedAccuracy",
+    "MultiHeadAttention",
+    "Perplexity",
+    "PositionwiseFeedForward",
+    "SinusoidalPositionEncoding",
+    "TokenEmbedding",
+    "Transformer",
+    "TransformerDecoderBlock",
+    "TransformerEncoderBlock",
+    "TransformerSchedule",
+    "build_transformer",
+    "compile_transformer",
+    "label_smoothed_sparse_categorical_crossentropy",
+    "layers",
+    "losses",
+    "metrics",
+    "models",
+    "optimizers",
+    "training",
+]

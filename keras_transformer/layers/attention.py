@@ -1,0 +1,161 @@
+"""Multi-head scaled dot-product attention with a static-shape key/value cache."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_transformer.validation import check_divisible, check_positive_int, check_rate
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class MultiHeadAttention(keras.layers.Layer):
+    """Multi-head attention, Section 3.2.2 (Figure 2, right) of Vaswani et al. (2017).
+
+    `MultiHead(Q, K, V) = Concat(head_1..head_h) W^O` with
+    `head_i = softmax(Q W_i^Q (K W_i^K)^T / sqrt(d_k)) V W_i^V` and
+    `d_k = d_v = hidden_dim // num_heads`. Weights have the same shapes and order as
+    `keras.layers.MultiHeadAttention(num_heads, key_dim=hidden_dim // num_heads)`.
+
+    The softmax runs in float32 under mixed precision. Masked logits get the lowest
+    float32 value and masked weights are then zeroed, so a query whose keys are all
+    masked (a fully padded row) returns zeros, never NaN.
+
+    Key/value cache: `compute_cache(value)` returns a `(B, 2, S, N, H)` tensor holding
+    the projected keys and values. Passing it as `cache` with `cache_update_index=None`
+    reuses it as-is (cross-attention during generation); passing a preallocated cache
+    with an integer `cache_update_index` writes this call's keys and values at that
+    position with `ops.slice_update` and attends over the whole cache (incremental
+    self-attention; the shape never changes, which XLA needs).
+
+    Args:
+        num_heads: int. Number of heads (h).
+        hidden_dim: int. Model width (d_model); inferred from the query when `None`.
+        dropout: float. Dropout on the attention weights. Defaults to `0.0` (the paper
+            applies dropout only to sub-layer outputs).
+
+    Call arguments:
+        query: `(B, T, D)`. value: `(B, S, D)`, defaults to `query`. key: defaults to
+        `value`. attention_mask: boolean keep-mask broadcastable to `(B, T, S)`.
+        cache, cache_update_index: see above. return_attention_scores: also return the
+        weights `(B, N, T, S)`.
+
+    Returns:
+        `output`, then the weights if requested, then the updated cache if one was given.
+
+    Example:
+    >>> attention = MultiHeadAttention(num_heads=2)
+    >>> tuple(attention(np.ones((1, 3, 8)), np.ones((1, 5, 8))).shape)
+    (1, 3, 8)
+    """
+
+    def __init__(self, num_heads, hidden_dim=None, dropout=0.0, **kwargs):
+        check_positive_int("num_heads", num_heads)
+        if hidden_dim is not None:
+            check_positive_int("hidden_dim", hidden_dim)
+            check_divisible(hidden_dim, num_heads)
+        check_rate("dropout", dropout)
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.hidden_dim = hidden_dim
+        self.dropout = dropout
+
+    def build(self, query_shape, value_shape=None, key_shape=None):
+        hidden_dim = self.hidden_dim or query_shape[-1]
+        if query_shape[-1] != hidden_dim:
+            raise ValueError(
+                f"The query's last dimension ({query_shape[-1]}) must equal `hidden_dim` "
+                f"({hidden_dim}). Received: query_shape={tuple(query_shape)}"
+            )
+        check_divisible(hidden_dim, self.num_heads)
+        self._hidden_dim = hidden_dim
+        self._head_dim = hidden_dim // self.num_heads
+        value_dim = hidden_dim if value_shape is None else value_shape[-1]
+        key_dim = value_dim if key_shape is None else key_shape[-1]
+
+        def projection(name, input_dim):
+            layer = keras.layers.EinsumDense(
+                "btd,dnh->btnh",
+                output_shape=(None, self.num_heads, self._head_dim),
+                bias_axes="nh",
+                kernel_initializer="glorot_uniform",
+                dtype=self.dtype_policy,
+                name=name,
+            )
+            layer.build((None, None, input_dim))
+            return layer
+
+        self._query_dense = projection("query", hidden_dim)
+        self._key_dense = projection("key", key_dim)
+        self._value_dense = projection("value", value_dim)
+        self._output_dense = keras.layers.EinsumDense(
+            "btnh,nhd->btd",
+            output_shape=(None, hidden_dim),
+            bias_axes="d",
+            kernel_initializer="glorot_uniform",
+            dtype=self.dtype_policy,
+            name="attention_output",
+        )
+        self._output_dense.build((None, None, self.num_heads, self._head_dim))
+        self._dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.built = True
+
+    def compute_cache(self, value, key=None):
+        """Project `value` (and `key`, default `value`) once: `(B, 2, S, N, H)`."""
+        key = value if key is None else key
+        return ops.stack([self._key_dense(key), self._value_dense(value)], axis=1)
+
+    def call(
+        self,
+        query,
+        value=None,
+        key=None,
+        attention_mask=None,
+        cache=None,
+        cache_update_index=None,
+        return_attention_scores=False,
+        training=None,
+    ):
+        value = query if value is None else value
+        if cache is None:
+            keys = self._key_dense(value if key is None else key)
+            values = self._value_dense(value)
+        elif cache_update_index is None:
+            keys, values = cache[:, 0], cache[:, 1]
+        else:
+            start = [0, 0, cache_update_index, 0, 0]
+            cache = ops.slice_update(cache, start, self.compute_cache(value, key))
+            keys, values = cache[:, 0], cache[:, 1]
+
+        queries = self._query_dense(query)
+        queries = ops.multiply(queries, ops.cast(1.0 / math.sqrt(self._head_dim), queries.dtype))
+        scores = ops.einsum("btnh,bsnh->bnts", queries, keys)  # (B, N, T, S)
+        scores = ops.cast(scores, "float32")
+        if attention_mask is not None:
+            keep = ops.expand_dims(ops.cast(attention_mask, "bool"), 1)  # (B, 1, T, S)
+            scores = ops.where(keep, scores, ops.cast(-3.4e38, "float32"))
+            weights = ops.where(keep, ops.softmax(scores, axis=-1), 0.0)
+        else:
+            weights = ops.softmax(scores, axis=-1)
+        weights = ops.cast(weights, self.compute_dtype)
+        dropped = self._dropout_layer(weights, training=training)
+        attended = ops.einsum("bnts,bsnh->btnh", dropped, values)
+        output = self._output_dense(attended)
+
+        outputs = (output,)
+        if return_attention_scores:
+            outputs += (weights,)
+        if cache is not None:
+            outputs += (cache,)
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def compute_output_shape(self, query_shape, value_shape=None, key_shape=None):
+        return tuple(query_shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {"num_heads": self.num_heads, "hidden_dim": self.hidden_dim, "dropout": self.dropout}
+        )
+        return config
+

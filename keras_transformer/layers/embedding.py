@@ -1,0 +1,66 @@
+"""Shared token embedding, also used as the pre-softmax projection."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_transformer.validation import check_positive_int
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class TokenEmbedding(keras.layers.Layer):
+    """Token embedding scaled by `sqrt(d_model)`, tied to the output projection.
+
+    Section 3.4 of Vaswani et al. (2017): one weight matrix is shared by the encoder
+    embedding, the decoder embedding and the pre-softmax linear layer, and embedding
+    outputs are multiplied by `sqrt(d_model)`. `call(ids)` embeds; `project(x)`
+    returns float32 logits `x E^T` (no bias, as in the paper).
+
+    Note: the paper does not give an initializer; weights are drawn from
+    `N(0, d_model^-0.5)` so the scaled embeddings have unit variance.
+
+    Args:
+        vocabulary_size: int. Size of the shared vocabulary (V).
+        hidden_dim: int. Embedding width (d_model).
+
+    Example:
+    >>> embedding = TokenEmbedding(vocabulary_size=10, hidden_dim=4)
+    >>> tuple(embedding(np.array([[1, 2, 0]])).shape)
+    (1, 3, 4)
+    >>> tuple(embedding.project(np.zeros((1, 3, 4))).shape)
+    (1, 3, 10)
+    """
+
+    def __init__(self, vocabulary_size, hidden_dim, **kwargs):
+        check_positive_int("vocabulary_size", vocabulary_size)
+        check_positive_int("hidden_dim", hidden_dim)
+        super().__init__(**kwargs)
+        self.vocabulary_size = vocabulary_size
+        self.hidden_dim = hidden_dim
+
+    def build(self, input_shape=None):
+        self.embeddings = self.add_weight(
+            name="embeddings",
+            shape=(self.vocabulary_size, self.hidden_dim),
+            initializer=keras.initializers.RandomNormal(stddev=self.hidden_dim**-0.5),
+        )
+        self.built = True
+
+    def call(self, token_ids):
+        embedded = ops.take(self.embeddings, ops.cast(token_ids, "int32"), axis=0)
+        return ops.multiply(embedded, ops.cast(math.sqrt(self.hidden_dim), embedded.dtype))
+
+    def project(self, hidden_states):
+        """Pre-softmax linear layer with the shared weights: `(..., D) -> (..., V)`."""
+        kernel = ops.cast(self.embeddings, self.compute_dtype)
+        hidden_states = ops.cast(hidden_states, self.compute_dtype)
+        return ops.cast(ops.matmul(hidden_states, ops.transpose(kernel)), "float32")
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape) + (self.hidden_dim,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"vocabulary_size": self.vocabulary_size, "hidden_dim": self.hidden_dim})
+        return config

@@ -1,0 +1,82 @@
+"""Token-level metrics that ignore padding: accuracy and perplexity."""
+
+import keras
+from keras import ops
+
+from keras_transformer.losses.label_smoothing import (
+    label_smoothed_sparse_categorical_crossentropy,
+)
+from keras_transformer.special_tokens import PAD_ID
+
+
+class _MaskedTokenMean(keras.metrics.Metric):
+    """Running `sum(value) / count(real tokens)` over batches."""
+
+    def __init__(self, ignore_class=PAD_ID, name=None, dtype=None):
+        super().__init__(name=name, dtype=dtype)
+        self.ignore_class = ignore_class
+        self.total = self.add_variable(shape=(), initializer="zeros", name="total")
+        self.count = self.add_variable(shape=(), initializer="zeros", name="count")
+
+    def _values(self, y_true, y_pred):
+        raise NotImplementedError
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        values, mask = self._values(y_true, y_pred)
+        if sample_weight is not None:
+            mask = mask * ops.cast(sample_weight, "float32")
+        self.total.assign_add(ops.sum(values * mask))
+        self.count.assign_add(ops.sum(mask))
+
+    def reset_state(self):
+        self.total.assign(0.0)
+        self.count.assign(0.0)
+
+    def get_config(self):
+        return {"name": self.name, "ignore_class": self.ignore_class}
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class MaskedAccuracy(_MaskedTokenMean):
+    """Share of non-padding target tokens whose arg-max logit is right.
+
+    Example:
+    >>> metric = MaskedAccuracy()
+    >>> metric.update_state(np.array([[1, 2, 0]]), np.eye(4)[[[1, 3, 0]]])
+    >>> float(metric.result())
+    0.5
+    """
+
+    def __init__(self, ignore_class=PAD_ID, name="accuracy", dtype=None):
+        super().__init__(ignore_class, name, dtype)
+
+    def _values(self, y_true, y_pred):
+        y_true = ops.cast(y_true, "int32")
+        correct = ops.cast(ops.equal(ops.argmax(y_pred, axis=-1), y_true), "float32")
+        return correct, ops.cast(ops.not_equal(y_true, self.ignore_class), "float32")
+
+    def result(self):
+        return ops.divide_no_nan(self.total, self.count)
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class Perplexity(_MaskedTokenMean):
+    """`exp` of the mean negative log-likelihood of non-padding tokens (no smoothing).
+
+    Example:
+    >>> metric = Perplexity()
+    >>> metric.update_state(np.array([[1, 0]]), np.zeros((1, 2, 4)))
+    >>> round(float(metric.result()), 4)
+    4.0
+    """
+
+    def __init__(self, ignore_class=PAD_ID, name="perplexity", dtype=None):
+        super().__init__(ignore_class, name, dtype)
+
+    def _values(self, y_true, y_pred):
+        return label_smoothed_sparse_categorical_crossentropy(
+            y_true, y_pred, label_smoothing=0.0, ignore_class=self.ignore_class
+        )
+
+    def result(self):
+        return ops.exp(ops.divide_no_nan(self.total, self.count))
