@@ -14,8 +14,9 @@ class TokenEmbedding(keras.layers.Layer):
 
     Section 3.4 of Vaswani et al. (2017): one weight matrix is shared by the encoder
     embedding, the decoder embedding and the pre-softmax linear layer, and embedding
-    outputs are multiplied by `sqrt(d_model)`. `call(ids)` embeds; `project(x)`
-    returns float32 logits `x E^T` (no bias, as in the paper).
+    outputs are multiplied by `sqrt(d_model)`. `call(ids)` embeds; `call(x, reverse=True)`
+    returns float32 logits `x E^T` (no bias, as in the paper). The projection goes
+    through `call` so that functional models track the shared weights.
 
     Note: the paper does not give an initializer; weights are drawn from
     `N(0, d_model^-0.5)` so the scaled embeddings have unit variance.
@@ -28,7 +29,7 @@ class TokenEmbedding(keras.layers.Layer):
     >>> embedding = TokenEmbedding(vocabulary_size=10, hidden_dim=4)
     >>> tuple(embedding(np.array([[1, 2, 0]])).shape)
     (1, 3, 4)
-    >>> tuple(embedding.project(np.zeros((1, 3, 4))).shape)
+    >>> tuple(embedding(np.zeros((1, 3, 4)), reverse=True).shape)
     (1, 3, 10)
     """
 
@@ -47,18 +48,23 @@ class TokenEmbedding(keras.layers.Layer):
         )
         self.built = True
 
-    def call(self, token_ids):
+    def call(self, inputs, reverse=False):
+        if reverse:
+            kernel = ops.cast(self.embeddings, self.compute_dtype)
+            hidden_states = ops.cast(inputs, self.compute_dtype)
+            return ops.cast(ops.matmul(hidden_states, ops.transpose(kernel)), "float32")
+        token_ids = inputs
         embedded = ops.take(self.embeddings, ops.cast(token_ids, "int32"), axis=0)
         return ops.multiply(embedded, ops.cast(math.sqrt(self.hidden_dim), embedded.dtype))
 
-    def project(self, hidden_states):
-        """Pre-softmax linear layer with the shared weights: `(..., D) -> (..., V)`."""
-        kernel = ops.cast(self.embeddings, self.compute_dtype)
-        hidden_states = ops.cast(hidden_states, self.compute_dtype)
-        return ops.cast(ops.matmul(hidden_states, ops.transpose(kernel)), "float32")
-
-    def compute_output_shape(self, input_shape):
+    def compute_output_shape(self, input_shape, reverse=False):
+        if reverse:
+            return tuple(input_shape[:-1]) + (self.vocabulary_size,)
         return tuple(input_shape) + (self.hidden_dim,)
+
+    def compute_output_spec(self, inputs, reverse=False):
+        dtype = "float32" if reverse else self.compute_dtype
+        return keras.KerasTensor(self.compute_output_shape(inputs.shape, reverse), dtype=dtype)
 
     def get_config(self):
         config = super().get_config()

@@ -192,7 +192,7 @@ class Transformer(keras.Model):
                       encoder_padding_mask=encoder_padding_mask, training=training)
         if self.decoder_norm is not None:
             x = self.decoder_norm(x)
-        return self.token_embedding.project(x)
+        return self.token_embedding(x, reverse=True)
 
     # --- incremental decoding ----------------------------------------------------
 
@@ -237,7 +237,7 @@ class Transformer(keras.Model):
             x = self.decoder_norm(x)
         new_cache = {"self_attention": tuple(new_self_caches),
                      "cross_attention": cache["cross_attention"]}
-        return self.token_embedding.project(x), new_cache
+        return self.token_embedding(x, reverse=True), new_cache
 
     # --- inspection ----------------------------------------------------------------
 
