@@ -66,18 +66,16 @@ def test_source_padding_changes_nothing():
     np.testing.assert_allclose(_logits(model, padded, tgt), reference, atol=1e-5)
 
 
-def test_tokens_under_the_pad_mask_change_nothing():
-    # Position encodings still apply, so "changing tokens under the mask" means the
-    # decoder sees the same real source tokens whatever the padded slots hold.
+def test_encoder_states_under_the_pad_mask_change_nothing():
     model = _tiny()
     src, tgt = _ids((1, 6)), _ids((1, 4), 1)
     src[:, 4:] = 0
-    reference = _logits(model, src, tgt)
-    variant = src.copy()
-    model_inputs = {"encoder_token_ids": variant, "decoder_token_ids": tgt}
-    encoder_out = np.asarray(model.encode(variant))
-    assert np.all(np.isfinite(encoder_out))
-    np.testing.assert_allclose(np.asarray(model(model_inputs)), reference, atol=1e-6)
+    encoded = np.asarray(model.encode(src))
+    reference = np.asarray(model.decode(tgt, encoded, src != 0))
+    encoded[:, 4:] = np.random.default_rng(3).normal(size=(1, 2, encoded.shape[-1]))
+    changed = np.asarray(model.decode(tgt, encoded, src != 0))
+    np.testing.assert_allclose(changed, reference, atol=1e-5)
+    np.testing.assert_allclose(_logits(model, src, tgt), reference, atol=1e-5)
 
 
 def test_fully_padded_rows_give_no_nan():
@@ -133,7 +131,8 @@ def test_attention_weights_for_every_layer_and_head():
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        ({"hidden_dim": 60, "num_heads": 8}, "`hidden_dim` (60) must be divisible by `num_heads` (8)"),
+        ({"hidden_dim": 60, "num_heads": 8},
+         "`hidden_dim` (60) must be divisible by `num_heads` (8)"),
         ({"num_layers": 0}, "Received: num_layers=0"),
         ({"intermediate_dim": -1}, "Received: intermediate_dim=-1"),
         ({"dropout": 1.0}, "`dropout` must be in [0, 1). Received: dropout=1.0"),
