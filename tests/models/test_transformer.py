@@ -70,7 +70,7 @@ def test_encoder_states_under_the_pad_mask_change_nothing():
     model = _tiny()
     src, tgt = _ids((1, 6)), _ids((1, 4), 1)
     src[:, 4:] = 0
-    encoded = np.asarray(model.encode(src))
+    encoded = np.array(model.encode(src))
     reference = np.asarray(model.decode(tgt, encoded, src != 0))
     encoded[:, 4:] = np.random.default_rng(3).normal(size=(1, 2, encoded.shape[-1]))
     changed = np.asarray(model.decode(tgt, encoded, src != 0))
