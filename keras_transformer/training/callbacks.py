@@ -1,0 +1,117 @@
+"""Training callbacks: step checkpoints, time and step limits, validation BLEU."""
+
+import glob
+import os
+import re
+import time
+
+import keras
+
+CHECKPOINT_PATTERN = "ckpt-{step:08d}.weights.h5"
+
+
+def list_checkpoints(directory):
+    """Checkpoint files in `directory`, oldest first, as `(step, path)`."""
+    found = []
+    for path in glob.glob(os.path.join(directory, "ckpt-*.weights.h5")):
+        match = re.search(r"ckpt-(\d+)\.weights\.h5$", path)
+        if match:
+            found.append((int(match.group(1)), path))
+    return sorted(found)
+
+
+class StepCheckpoint(keras.callbacks.Callback):
+    """Save the weights every `every_n_steps` optimizer steps, keeping the last `keep`.
+
+    Files are `ckpt-<step>.weights.h5`, the input of checkpoint averaging
+    (`average_checkpoints`, Section 6.1 of the paper).
+    """
+
+    def __init__(self, directory, every_n_steps=1000, keep=5):
+        super().__init__()
+        self.directory = directory
+        self.every_n_steps = every_n_steps
+        self.keep = keep
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = int(self.model.optimizer.iterations.numpy())
+        if step % self.every_n_steps == 0:
+            self.save(step)
+
+    def save(self, step):
+        os.makedirs(self.directory, exist_ok=True)
+        self.model.save_weights(os.path.join(self.directory, CHECKPOINT_PATTERN.format(step=step)))
+        for _, path in list_checkpoints(self.directory)[: -self.keep]:
+            os.remove(path)
+
+
+class TrainingLimit(keras.callbacks.Callback):
+    """Stop once the optimizer reaches `max_steps` or after `max_minutes` of this run."""
+
+    def __init__(self, max_steps=None, max_minutes=None):
+        super().__init__()
+        self.max_steps = max_steps
+        self.max_minutes = max_minutes
+        self.reason = None
+
+    def on_train_begin(self, logs=None):
+        self._started = time.monotonic()
+        self._check()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._check()
+
+    def _check(self):
+        step = int(self.model.optimizer.iterations.numpy())
+        if self.max_steps is not None and step >= self.max_steps:
+            self.reason = f"reached {self.max_steps} steps"
+        elif (self.max_minutes is not None
+              and time.monotonic() - self._started >= 60 * self.max_minutes):
+            self.reason = f"reached the {self.max_minutes}-minute limit at step {step}"
+        if self.reason:
+            self.model.stop_training = True
+
+
+class BleuCallback(keras.callbacks.Callback):
+    """Translate validation sentences every `every_n_steps` and log sacrebleu BLEU.
+
+    `translate` maps a list of source strings to a list of hypotheses (for example
+    `Translator(model, tokenizer).translate`). The score goes into the epoch logs as
+    `val_bleu` and, with `log_dir`, into TensorBoard.
+    """
+
+    def __init__(self, translate, sources, references, every_n_steps=1000, log_dir=None):
+        super().__init__()
+        self.translate = translate
+        self.sources = list(sources)
+        self.references = list(references)
+        self.every_n_steps = every_n_steps
+        self.log_dir = log_dir
+        self.history = []
+        self._writer = None
+
+    def score(self):
+        import sacrebleu
+
+        hypotheses = self.translate(self.sources)
+        return sacrebleu.corpus_bleu(hypotheses, [self.references]).score
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = int(self.model.optimizer.iterations.numpy())
+        if step % self.every_n_steps == 0:
+            self._log(step, self.score())
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is not None and self.history:
+            logs["val_bleu"] = self.history[-1][1]
+
+    def _log(self, step, bleu):
+        self.history.append((step, bleu))
+        if self.log_dir:
+            import tensorflow as tf
+
+            if self._writer is None:
+                self._writer = tf.summary.create_file_writer(os.path.join(self.log_dir, "bleu"))
+            with self._writer.as_default():
+                tf.summary.scalar("validation_bleu", bleu, step=step)
+            self._writer.flush()

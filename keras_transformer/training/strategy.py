@@ -1,0 +1,93 @@
+"""Choosing a `tf.distribute` strategy and a precision policy (TensorFlow-specific).
+
+The same training code runs on one CPU, one multi-GPU machine or several machines:
+only the strategy changes. For tests without GPUs, `split_cpu(n)` splits the CPU into
+`n` logical devices so `MirroredStrategy` has replicas to mirror.
+"""
+
+import json
+import os
+
+import keras
+import tensorflow as tf
+
+from keras_transformer.validation import check_choice, check_positive_int
+
+STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker")
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+
+
+def split_cpu(devices):
+    """Split the CPU into `devices` logical devices; call before TensorFlow starts.
+
+    Raises:
+        RuntimeError: TensorFlow already initialized its devices in this process.
+    """
+    check_positive_int("devices", devices)
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    configured = tf.config.get_logical_device_configuration(cpu)
+    if configured and len(configured) == devices:
+        return
+    try:
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(devices)]
+        )
+    except RuntimeError as error:
+        raise RuntimeError(
+            f"Cannot split the CPU into {devices} devices: TensorFlow is already "
+            "initialized in this process. Call `split_cpu` (or pass `--devices`) first."
+        ) from error
+
+
+def select_strategy(name="auto", devices=None):
+    """Return the `tf.distribute.Strategy` for `name`.
+
+    - `"auto"`: `MirroredStrategy` over all GPUs when there are several, else over the
+      logical CPUs when `devices > 1`, else TensorFlow's default strategy.
+    - `"one_device"`: the first GPU, or the CPU.
+    - `"mirrored"`: `MirroredStrategy` over every GPU (or every logical CPU).
+    - `"multi_worker"`: `MultiWorkerMirroredStrategy` configured by `TF_CONFIG`.
+
+    Args:
+        name: one of `STRATEGIES`.
+        devices: int. Split the CPU into this many logical devices first (testing and
+            demonstrating data parallelism without GPUs).
+
+    Example:
+    >>> select_strategy("one_device").num_replicas_in_sync
+    1
+    """
+    check_choice("strategy", name, STRATEGIES)
+    if devices is not None and devices > 1:
+        split_cpu(devices)
+    gpus = tf.config.list_logical_devices("GPU")
+    cpus = tf.config.list_logical_devices("CPU")
+    if name == "multi_worker":
+        if "TF_CONFIG" not in os.environ:
+            raise ValueError(
+                "`strategy='multi_worker'` needs the TF_CONFIG environment variable "
+                "(cluster and task of this worker); see docs/guides/training.md."
+            )
+        json.loads(os.environ["TF_CONFIG"])
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if name == "one_device":
+        return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else cpus[0].name)
+    replicas = gpus if gpus else cpus
+    if name == "mirrored" or (name == "auto" and len(replicas) > 1):
+        return tf.distribute.MirroredStrategy([device.name for device in replicas])
+    return tf.distribute.get_strategy()
+
+
+def set_precision(precision="float32"):
+    """Set Keras' global dtype policy: `"float32"`, `"mixed_bfloat16"` or `"mixed_float16"`.
+
+    Under mixed precision the loss and the attention softmax still run in float32,
+    and Keras' optimizer applies dynamic loss scaling for float16.
+
+    Example:
+    >>> set_precision("float32")
+    'float32'
+    """
+    check_choice("precision", precision, PRECISIONS)
+    keras.mixed_precision.set_global_policy(precision)
+    return precision

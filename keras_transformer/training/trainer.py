@@ -1,0 +1,168 @@
+"""`train`: a data folder from `prepare` to a model folder, resumable (TensorFlow-specific).
+
+The model folder holds `model.keras`, `tokenizer.model`, `config.json`,
+`checkpoints/` (the last K step checkpoints, for averaging), `backup/`
+(`keras.callbacks.BackupAndRestore`, so a killed run resumes where it stopped),
+`logs/` (TensorBoard) and `history.csv`. Running `train` again on the same folder
+continues from the backup until `max_steps` is reached.
+"""
+
+import json
+import logging
+import os
+import shutil
+
+import keras
+
+from keras_transformer.data.corpora import load_tsv
+from keras_transformer.data.pipeline import make_dataset
+from keras_transformer.data.tokenizer import Tokenizer
+from keras_transformer.models.presets import PRESETS
+from keras_transformer.models.transformer import build_transformer
+from keras_transformer.training.callbacks import BleuCallback, StepCheckpoint, TrainingLimit
+from keras_transformer.training.compile import compile_transformer
+from keras_transformer.training.strategy import select_strategy, set_precision
+
+logger = logging.getLogger(__name__)
+
+CONFIG_FILE = "config.json"
+MODEL_FILE = "model.keras"
+TOKENIZER_FILE = "tokenizer.model"
+
+
+def train(
+    data_dir,
+    output_dir,
+    preset="small",
+    max_steps=100_000,
+    max_minutes=None,
+    strategy="auto",
+    devices=None,
+    precision="float32",
+    tokens_per_batch=25_000,
+    max_sequence_length=128,
+    warmup_steps=4000,
+    learning_rate_scale=1.0,
+    label_smoothing=0.1,
+    checkpoint_every=500,
+    keep_checkpoints=5,
+    bleu_every=None,
+    bleu_sentences=200,
+    jit_compile=False,
+    seed=0,
+    verbose="auto",
+    **model_overrides,
+):
+    """Train (or resume training) a Transformer on a folder written by `prepare`.
+
+    Args:
+        data_dir: folder with `train.tsv`, `validation.tsv` and `tokenizer.model`.
+        output_dir: the model folder (created; reused to resume).
+        preset: a key of `PRESETS`. model_overrides: keyword overrides of the preset.
+        max_steps: optimizer steps in total, over every run on this folder.
+        max_minutes: stop this run after so many minutes (the folder stays resumable).
+        strategy, devices: see `select_strategy`. precision: see `set_precision`.
+        tokens_per_batch: token budget per replica and side; the global batch is
+            `tokens_per_batch * num_replicas` (Keras splits it between replicas).
+        checkpoint_every: steps between checkpoints, backups and validation passes.
+        bleu_every: steps between validation BLEU evaluations (`None`: at every
+            checkpoint; `0`: never) on the first `bleu_sentences` validation pairs.
+        jit_compile: XLA-compile the train step (off by default: XLA under a
+            distribution strategy is not supported everywhere).
+
+    Returns:
+        A dict: the final step, why training stopped, the last logs and BLEU history.
+    """
+    if preset not in PRESETS:
+        raise ValueError(f"`preset` must be one of {sorted(PRESETS)}. Received: preset={preset!r}")
+    for name in ("train.tsv", "validation.tsv", TOKENIZER_FILE):
+        if not os.path.exists(os.path.join(data_dir, name)):
+            raise FileNotFoundError(
+                f"`{os.path.join(data_dir, name)}` is missing: `data_dir` must be a folder "
+                "written by `keras-transformer prepare --output DIR`."
+            )
+    os.makedirs(output_dir, exist_ok=True)
+    keras.utils.set_random_seed(seed)
+    distribution = select_strategy(strategy, devices)
+    set_precision(precision)
+
+    tokenizer = Tokenizer.from_file(os.path.join(data_dir, TOKENIZER_FILE))
+    shutil.copyfile(os.path.join(data_dir, TOKENIZER_FILE),
+                    os.path.join(output_dir, TOKENIZER_FILE))
+    config = _load_or_write_config(output_dir, {
+        "preset": preset,
+        "model_overrides": model_overrides,
+        "vocabulary_size": tokenizer.vocabulary_size,
+        "max_sequence_length": max_sequence_length,
+        "tokens_per_batch": tokens_per_batch,
+        "precision": precision,
+        "data_dir": os.path.abspath(data_dir),
+    })
+
+    replicas = distribution.num_replicas_in_sync
+    train_pairs = load_tsv(os.path.join(data_dir, "train.tsv"))
+    validation_pairs = load_tsv(os.path.join(data_dir, "validation.tsv"))
+    train_data = make_dataset(train_pairs, tokenizer, tokens_per_batch * replicas,
+                              max_sequence_length, seed=seed, repeat=True)
+    validation_data = make_dataset(validation_pairs, tokenizer, tokens_per_batch * replicas,
+                                   max_sequence_length, long_sequences="truncate",
+                                   shuffle=False)
+
+    with distribution.scope():
+        model = build_transformer(config["preset"], vocabulary_size=config["vocabulary_size"],
+                                  **config["model_overrides"])
+        compile_transformer(model, warmup_steps=warmup_steps,
+                            learning_rate_scale=learning_rate_scale,
+                            label_smoothing=label_smoothing, jit_compile=jit_compile)
+
+    limit = TrainingLimit(max_steps=max_steps, max_minutes=max_minutes)
+    callbacks = [
+        keras.callbacks.BackupAndRestore(os.path.join(output_dir, "backup"),
+                                         save_freq="epoch", delete_checkpoint=False),
+        limit,
+        StepCheckpoint(os.path.join(output_dir, "checkpoints"), checkpoint_every,
+                       keep_checkpoints),
+        keras.callbacks.TerminateOnNaN(),
+        keras.callbacks.CSVLogger(os.path.join(output_dir, "history.csv"), append=True),
+        keras.callbacks.TensorBoard(os.path.join(output_dir, "logs"), update_freq=50),
+    ]
+    bleu = None
+    bleu_every = checkpoint_every if bleu_every is None else bleu_every
+    if bleu_every:
+        from keras_transformer.generation import Translator
+
+        translator = Translator(model, tokenizer)
+        sample = validation_pairs[:bleu_sentences]
+        bleu = BleuCallback(lambda texts: translator.translate(texts, method="greedy",
+                                                               progress=False),
+                            [s for s, _ in sample], [t for _, t in sample],
+                            every_n_steps=bleu_every, log_dir=os.path.join(output_dir, "logs"))
+        callbacks.insert(3, bleu)
+
+    epochs = -(-max_steps // checkpoint_every)
+    history = model.fit(train_data, validation_data=validation_data, epochs=epochs,
+                        steps_per_epoch=checkpoint_every, callbacks=callbacks, verbose=verbose)
+    step = int(model.optimizer.iterations.numpy())
+    model.save(os.path.join(output_dir, MODEL_FILE))
+    logs = {key: float(values[-1]) for key, values in history.history.items() if values}
+    result = {"step": step, "stopped": limit.reason or f"finished {epochs} epochs",
+              "logs": logs, "bleu": bleu.history if bleu else [],
+              "model": os.path.join(output_dir, MODEL_FILE)}
+    logger.info("Training stopped at step %d: %s", step, result["stopped"])
+    return result
+
+
+def _load_or_write_config(output_dir, config):
+    """Keep the folder's existing config when resuming, so the model matches the backup."""
+    path = os.path.join(output_dir, CONFIG_FILE)
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as file:
+            existing = json.load(file)
+        if existing.get("preset") != config["preset"] or existing.get(
+            "model_overrides") != config["model_overrides"]:
+            logger.warning("Resuming %s with its saved model config %s (flags ignored).",
+                           output_dir, {k: existing[k] for k in ("preset", "model_overrides")})
+        return existing
+    with open(path, "w", encoding="utf-8") as file:
+        json.dump(config, file, indent=2)
+    return config
