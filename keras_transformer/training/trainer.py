@@ -102,11 +102,13 @@ def train(
     replicas = distribution.num_replicas_in_sync
     train_pairs = load_tsv(os.path.join(data_dir, "train.tsv"))
     validation_pairs = load_tsv(os.path.join(data_dir, "validation.tsv"))
+    # Batch sizes are rounded to a multiple of the replicas: uneven splits fail in fit.
     train_data = make_dataset(train_pairs, tokenizer, tokens_per_batch * replicas,
-                              max_sequence_length, seed=seed, repeat=True)
+                              max_sequence_length, seed=seed, repeat=True,
+                              batch_size_multiple=replicas)
     validation_data = make_dataset(validation_pairs, tokenizer, tokens_per_batch * replicas,
                                    max_sequence_length, long_sequences="truncate",
-                                   shuffle=False)
+                                   shuffle=False, batch_size_multiple=replicas)
 
     with distribution.scope():
         model = build_transformer(config["preset"], vocabulary_size=config["vocabulary_size"],

@@ -1,0 +1,264 @@
+"""The `tf.data` pipeline from string pairs to batches for `model.fit`.
+
+Section 5.1 of Vaswani et al. (2017): "Sentence pairs were batched together by approximate
+sequence length. Each training batch contained a set of sentence pairs containing
+approximately 25000 source tokens and 25000 target tokens."
+
+Each pair becomes one example (the teacher-forcing shift, defined only in
+`teacher_forcing`):
+
+- `encoder_token_ids`: source pieces followed by `END_ID`;
+- `decoder_token_ids`: `START_ID` followed by target pieces;
+- labels: target pieces followed by `END_ID`, so `decoder_token_ids[t]` predicts
+  `labels[t]`.
+
+Batches group examples of similar length, padded with `PAD_ID` (0), and hold at most
+`tokens_per_batch` padded tokens per side: `B * S <= tokens_per_batch` and
+`B * T <= tokens_per_batch`. This module is TensorFlow-specific.
+"""
+
+import tensorflow as tf
+
+from keras_transformer.special_tokens import END_ID, START_ID
+
+_LONG_SEQUENCES = ("drop", "truncate")
+
+
+def teacher_forcing(source_ids, target_ids):
+    """Builds model inputs and labels from source and target pieces.
+
+    Works on one example (1-D tensors) or a batch (`tf.RaggedTensor` `(B, None)`).
+
+    Args:
+        source_ids: int tensor `(S - 1,)` or ragged `(B, None)`, source pieces without
+            special ids.
+        target_ids: int tensor `(T - 1,)` or ragged `(B, None)`, target pieces without
+            special ids.
+
+    Returns:
+        `({"encoder_token_ids": (S,), "decoder_token_ids": (T,)}, labels (T,))`, int32,
+        with a leading `B` for batches.
+
+    Example:
+    >>> features, labels = teacher_forcing(tf.constant([7, 8]), tf.constant([9, 10, 11]))
+    >>> features["encoder_token_ids"].numpy(), features["decoder_token_ids"].numpy()
+    (array([7, 8, 3], dtype=int32), array([ 2,  9, 10, 11], dtype=int32))
+    >>> labels.numpy()
+    array([ 9, 10, 11,  3], dtype=int32)
+    """
+    source_ids = tf.cast(source_ids, tf.int32)
+    target_ids = tf.cast(target_ids, tf.int32)
+
+    def column(ids, value):  # (1,) or (B, 1)
+        if isinstance(ids, tf.RaggedTensor):
+            return tf.fill([ids.nrows(), 1], value)
+        return tf.constant([value], tf.int32)
+
+    features = {
+        "encoder_token_ids": tf.concat([source_ids, column(source_ids, END_ID)], axis=-1),
+        "decoder_token_ids": tf.concat([column(target_ids, START_ID), target_ids], axis=-1),
+    }
+    return features, tf.concat([target_ids, column(target_ids, END_ID)], axis=-1)
+
+
+def encode_pairs(pairs, tokenizer, max_sequence_length=256, long_sequences="drop"):
+    """Tokenizes string pairs into unbatched `(features, labels)` examples.
+
+    Args:
+        pairs: list of `(source, target)` string pairs, or a `tf.data.Dataset` of
+            `(source, target)` scalar strings.
+        tokenizer: a `Tokenizer`.
+        max_sequence_length: int. Longest `encoder_token_ids` and `decoder_token_ids`
+            (and labels), counted with the added start or end id. Defaults to `256`.
+        long_sequences: `"drop"` (skip the pair) or `"truncate"` (keep the first
+            `max_sequence_length - 1` pieces of each side, then add the special ids)
+            for pairs with a side over `max_sequence_length`. Defaults to `"drop"`.
+
+    Returns:
+        A `tf.data.Dataset` of examples as returned by `teacher_forcing`.
+    """
+    if long_sequences not in _LONG_SEQUENCES:
+        raise ValueError(
+            f"`long_sequences` must be one of {_LONG_SEQUENCES}. "
+            f"Received: long_sequences={long_sequences!r}"
+        )
+    _check_positive("max_sequence_length", max_sequence_length, minimum=2)
+    limit = max_sequence_length - 1
+
+    def encode(sources, targets):  # a batch of strings to a batch of examples
+        source_ids = tokenizer.tokenize(sources)
+        target_ids = tokenizer.tokenize(targets)
+        if long_sequences == "drop":
+            fits = (source_ids.row_lengths() <= limit) & (target_ids.row_lengths() <= limit)
+            source_ids = tf.ragged.boolean_mask(source_ids, fits)
+            target_ids = tf.ragged.boolean_mask(target_ids, fits)
+        else:
+            source_ids = source_ids[:, :limit]
+            target_ids = target_ids[:, :limit]
+        return teacher_forcing(source_ids, target_ids)
+
+    # Whole batches of strings go through the tokenizer and the shift at once, which is
+    # far faster than one pair at a time.
+    dataset = _as_dataset(pairs).batch(1024)
+    dataset = dataset.map(encode, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+    # Unbatched rows are 1-D ragged values; this makes them plain tensors for padding.
+    return dataset.map(lambda features, labels: (features, labels))
+
+
+def bucket_boundaries(max_sequence_length, step=1.1):
+    """Length bucket boundaries: every length up to 20, then growing by `step`.
+
+    Bucket `i` holds lengths in `[boundaries[i - 1], boundaries[i])`; the last holds
+    lengths from `boundaries[-1]` to `max_sequence_length`.
+
+    Example:
+    >>> bucket_boundaries(30)
+    [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 22, 24, 26, 28, 30]
+    """
+    boundaries = []
+    length = 2
+    while length <= max_sequence_length:
+        boundaries.append(length)
+        length = max(length + 1, int(length * step))
+    return boundaries
+
+
+def batch_by_token_budget(
+    examples, tokens_per_batch=25_000, max_sequence_length=256, batch_size_multiple=1
+):
+    """Groups examples of similar length into padded batches under a token budget.
+
+    An example's length is the longer of its encoder and decoder sequences. Each length
+    bucket (see `bucket_boundaries`) has its own batch size, `tokens_per_batch` divided by
+    the longest length the bucket admits, so every batch has at most `tokens_per_batch`
+    padded tokens per side. Padding uses `PAD_ID` (0).
+
+    With `batch_size_multiple=N > 1`, every batch size is a multiple of `N`: bucket batch
+    sizes are rounded down to one, and a bucket's last, partial batch loses its last
+    `B % N` examples (fewer than `N` a bucket and pass). Keras' `fit` under a
+    `tf.distribute` strategy needs this, with `N` the number of replicas, as it cannot
+    split a batch unevenly.
+
+    Args:
+        examples: `tf.data.Dataset` from `encode_pairs`, all sequences at most
+            `max_sequence_length` long.
+        tokens_per_batch: int. Most padded tokens per side and batch, `B * S` and
+            `B * T`. Defaults to `25_000` (the paper's figure).
+        max_sequence_length: int. As given to `encode_pairs`. Defaults to `256`.
+        batch_size_multiple: int. Every batch size is a multiple of it. Defaults to `1`.
+
+    Returns:
+        A `tf.data.Dataset` of `({"encoder_token_ids": (B, S), "decoder_token_ids":
+        (B, T)}, labels (B, T))`, all int32.
+    """
+    _check_positive("max_sequence_length", max_sequence_length, minimum=2)
+    _check_positive("batch_size_multiple", batch_size_multiple, minimum=1)
+    smallest = max_sequence_length * batch_size_multiple
+    if not isinstance(tokens_per_batch, int) or tokens_per_batch < smallest:
+        raise ValueError(
+            "`tokens_per_batch` must be an int of at least `max_sequence_length * "
+            f"batch_size_multiple` ({smallest}) so that a batch can hold the longest "
+            f"sequences. Received: tokens_per_batch={tokens_per_batch!r}"
+        )
+    boundaries = bucket_boundaries(max_sequence_length)
+    longest = [boundary - 1 for boundary in boundaries] + [max_sequence_length]
+    multiple = batch_size_multiple
+    batch_sizes = [tokens_per_batch // length // multiple * multiple for length in longest]
+
+    def length(features, labels):
+        return tf.maximum(
+            tf.shape(features["encoder_token_ids"])[0],
+            tf.shape(features["decoder_token_ids"])[0],
+        )
+
+    def trim(features, labels):
+        size = tf.shape(labels)[0] // multiple * multiple
+        return tf.nest.map_structure(lambda ids: ids[:size], (features, labels))
+
+    batches = examples.bucket_by_sequence_length(length, boundaries, batch_sizes)
+    if multiple > 1:
+        batches = batches.map(trim).filter(lambda features, labels: tf.shape(labels)[0] > 0)
+    return batches
+
+
+def make_dataset(
+    pairs,
+    tokenizer,
+    tokens_per_batch=25_000,
+    max_sequence_length=256,
+    long_sequences="drop",
+    shuffle=True,
+    seed=None,
+    repeat=False,
+    shuffle_buffer_size=None,
+    batch_size_multiple=None,
+):
+    """String pairs to shuffled, length-bucketed, prefetched batches for `model.fit`.
+
+    Combines `encode_pairs` and `batch_by_token_budget`. Works with
+    `strategy.experimental_distribute_dataset` and `model.fit` under a `tf.distribute`
+    strategy, which split each batch between replicas: call it inside `strategy.scope()`
+    (or pass `batch_size_multiple`) so every batch splits evenly.
+
+    Args:
+        pairs: list of `(source, target)` string pairs, or a `tf.data.Dataset` of them.
+        tokenizer: a `Tokenizer`.
+        tokens_per_batch: int. Most padded tokens per side and batch. Defaults to
+            `25_000`.
+        max_sequence_length: int. Longest sequence, special id included. Defaults to `256`.
+        long_sequences: `"drop"` or `"truncate"`, see `encode_pairs`. Defaults to `"drop"`.
+        shuffle: bool. Shuffle pairs before batching (and again each epoch). Defaults to
+            `True`.
+        seed: int. Shuffle seed; with a seed, the batches are the same on every run.
+        repeat: bool. Repeat forever (reshuffling each pass); set `steps_per_epoch` in
+            `fit`. Defaults to `False`.
+        shuffle_buffer_size: int. Defaults to the number of pairs (a full shuffle), or
+            100,000 for a dataset of unknown size.
+        batch_size_multiple: int. See `batch_by_token_budget`. Defaults to the number of
+            replicas of the current `tf.distribute` strategy (1 outside any scope).
+
+    Returns:
+        A `tf.data.Dataset` of `(features, labels)` as in `batch_by_token_budget`.
+
+    Example:
+    >>> from keras_transformer.data import train_tokenizer
+    >>> tokenizer = train_tokenizer(["Guten Tag.", "Good day.", "Danke.", "Thanks."] * 5,
+    ...                             vocabulary_size=40)
+    >>> dataset = make_dataset([("Guten Tag.", "Good day."), ("Danke.", "Thanks.")],
+    ...                        tokenizer, tokens_per_batch=64, max_sequence_length=16)
+    >>> features, labels = next(iter(dataset))
+    >>> sorted(features), labels.dtype.name
+    (['decoder_token_ids', 'encoder_token_ids'], 'int32')
+    """
+    dataset = _as_dataset(pairs)
+    if shuffle:
+        if shuffle_buffer_size is None:
+            size = int(dataset.cardinality())
+            shuffle_buffer_size = size if size > 0 else 100_000
+        dataset = dataset.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
+    if repeat:
+        dataset = dataset.repeat()
+    dataset = encode_pairs(dataset, tokenizer, max_sequence_length, long_sequences)
+    if batch_size_multiple is None:
+        batch_size_multiple = tf.distribute.get_strategy().num_replicas_in_sync
+    dataset = batch_by_token_budget(
+        dataset, tokens_per_batch, max_sequence_length, batch_size_multiple
+    )
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def _as_dataset(pairs):
+    if isinstance(pairs, tf.data.Dataset):
+        return pairs
+    pairs = list(pairs)
+    if not pairs:
+        raise ValueError("`pairs` must hold at least one (source, target) pair. Received none.")
+    sources, targets = zip(*pairs, strict=True)
+    return tf.data.Dataset.from_tensor_slices((list(sources), list(targets)))
+
+
+def _check_positive(name, value, minimum):
+    if not isinstance(value, int) or value < minimum:
+        raise ValueError(
+            f"`{name}` must be an int of at least {minimum}. Received: {name}={value!r}"
+        )
