@@ -71,13 +71,222 @@ def _run_prepare(args):
     print(json.dumps(summary))
 
 
+def _add_train(subparsers):
+    from keras_transformer.models.presets import PRESETS
+
+    parser = subparsers.add_parser(
+        "train",
+        help="train (or resume) a model on a prepared data folder",
+        description=(
+            "Train on DIR/train.tsv with DIR/tokenizer.model; MODEL_DIR receives model.keras, "
+            "tokenizer.model, config.json, checkpoints/, backup/ (resume), logs/ "
+            "(TensorBoard) and history.csv. Running it again resumes from backup/."
+        ),
+    )
+    parser.add_argument("--data", required=True, metavar="DIR", help="folder from `prepare`")
+    parser.add_argument("--output", required=True, metavar="MODEL_DIR", help="model folder")
+    parser.add_argument("--preset", default="small", choices=sorted(PRESETS),
+                        help="model size (Table 3: base, big)")
+    parser.add_argument("--max-steps", type=int, default=100_000, metavar="N",
+                        help="total optimizer steps, over all runs on MODEL_DIR")
+    parser.add_argument("--max-minutes", type=float, default=None, metavar="M",
+                        help="stop this run after M minutes (resumable)")
+    parser.add_argument("--strategy", default="auto",
+                        choices=["auto", "one_device", "mirrored", "multi_worker"],
+                        help="tf.distribute strategy (multi_worker reads TF_CONFIG)")
+    parser.add_argument("--devices", type=int, default=None, metavar="N",
+                        help="split the CPU into N logical devices (data parallelism "
+                             "without GPUs)")
+    parser.add_argument("--precision", default="float32",
+                        choices=["float32", "mixed_bfloat16", "mixed_float16"],
+                        help="dtype policy; loss and softmax stay float32")
+    parser.add_argument("--tokens-per-batch", type=int, default=25_000,
+                        help="token budget per replica and side (global batch = budget x "
+                             "replicas)")
+    parser.add_argument("--max-sequence-length", type=int, default=128)
+    parser.add_argument("--warmup-steps", type=int, default=4000)
+    parser.add_argument("--learning-rate-scale", type=float, default=1.0)
+    parser.add_argument("--label-smoothing", type=float, default=0.1)
+    parser.add_argument("--checkpoint-every", type=int, default=500, metavar="N",
+                        help="steps between checkpoints, backups and validation")
+    parser.add_argument("--keep-checkpoints", type=int, default=5, metavar="K")
+    parser.add_argument("--bleu-every", type=int, default=None, metavar="N",
+                        help="steps between validation BLEU (default: each checkpoint; 0: off)")
+    parser.add_argument("--jit-compile", action="store_true",
+                        help="XLA-compile the train step (see docs: not with every strategy)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.set_defaults(run=_run_train)
+
+
+def _run_train(args):
+    from keras_transformer.training.trainer import train
+
+    result = train(
+        args.data, args.output, preset=args.preset, max_steps=args.max_steps,
+        max_minutes=args.max_minutes, strategy=args.strategy, devices=args.devices,
+        precision=args.precision, tokens_per_batch=args.tokens_per_batch,
+        max_sequence_length=args.max_sequence_length, warmup_steps=args.warmup_steps,
+        learning_rate_scale=args.learning_rate_scale, label_smoothing=args.label_smoothing,
+        checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints,
+        bleu_every=args.bleu_every, jit_compile=args.jit_compile, seed=args.seed,
+    )
+    print(json.dumps(result))
+
+
+def _add_decoding_options(parser):
+    parser.add_argument("--method", default="beam", choices=["greedy", "beam", "sample"])
+    parser.add_argument("--beam-size", type=int, default=4)
+    parser.add_argument("--alpha", type=float, default=0.6, help="beam length penalty")
+    parser.add_argument("--max-length", type=int, default=None,
+                        help="cap on output tokens (default: input length + 50)")
+    parser.add_argument("--batch-size", type=int, default=32)
+
+
+def _decoding_kwargs(args):
+    options = {"max_length": args.max_length}
+    if args.method == "beam":
+        options.update(beam_size=args.beam_size, alpha=args.alpha)
+    return options
+
+
+def _add_evaluate(subparsers):
+    parser = subparsers.add_parser(
+        "evaluate", help="sacrebleu BLEU and chrF on a split",
+        description="Translate DIR/SPLIT.tsv and print JSON with bleu, chrf, signature "
+                    "(sacrebleu's) and sentences; also written to MODEL_DIR/eval-SPLIT.json.",
+    )
+    parser.add_argument("--model", required=True, metavar="MODEL_DIR")
+    parser.add_argument("--data", required=True, metavar="DIR", help="folder from `prepare`")
+    parser.add_argument("--split", default="test", choices=["train", "validation", "test"])
+    parser.add_argument("--limit", type=int, default=None, help="score the first N pairs only")
+    _add_decoding_options(parser)
+    parser.set_defaults(run=_run_evaluate)
+
+
+def _run_evaluate(args):
+    import os
+
+    from keras_transformer.data.corpora import load_tsv
+    from keras_transformer.evaluation import evaluate_translator
+    from keras_transformer.generation import Translator
+
+    translator = Translator.from_directory(args.model, batch_size=args.batch_size)
+    pairs = load_tsv(os.path.join(args.data, f"{args.split}.tsv"))[: args.limit]
+    result = evaluate_translator(translator, pairs, method=args.method, **_decoding_kwargs(args))
+    with open(os.path.join(args.model, f"eval-{args.split}.json"), "w",
+              encoding="utf-8") as file:
+        json.dump(result, file, indent=2, ensure_ascii=False)
+    result.pop("examples")
+    print(json.dumps(result))
+
+
+def _add_translate(subparsers):
+    parser = subparsers.add_parser(
+        "translate", help="translate stdin (or --input) line by line to stdout",
+        description="One output line per input line, always (an empty line gives an empty "
+                    "line). A progress bar goes to stderr.",
+    )
+    parser.add_argument("--model", required=True, metavar="MODEL_DIR")
+    parser.add_argument("--input", default=None, metavar="FILE", help="default: stdin")
+    _add_decoding_options(parser)
+    parser.set_defaults(run=_run_translate)
+
+
+def _run_translate(args):
+    from keras_transformer.generation import Translator
+
+    translator = Translator.from_directory(args.model, batch_size=args.batch_size)
+    if args.input is None:
+        lines = [line.rstrip("\n") for line in sys.stdin]
+    else:
+        with open(args.input, encoding="utf-8") as file:
+            lines = [line.rstrip("\n") for line in file]
+    translations = translator.translate(lines, method=args.method, **_decoding_kwargs(args))
+    for line in translations:
+        print(" ".join(line.splitlines()))
+
+
+def _add_average(subparsers):
+    parser = subparsers.add_parser(
+        "average", help="average the last N checkpoints into model.keras (Section 6.1)",
+        description="Average MODEL_DIR/checkpoints/ckpt-*.weights.h5 (the last N) and write "
+                    "the result to MODEL_DIR/model.keras; the previous model is kept as "
+                    "model.unaveraged.keras.",
+    )
+    parser.add_argument("--model", required=True, metavar="MODEL_DIR")
+    parser.add_argument("--last", type=int, default=5, metavar="N")
+    parser.set_defaults(run=_run_average)
+
+
+def _run_average(args):
+    import os
+    import shutil
+
+    import keras
+
+    import keras_transformer.models  # noqa: F401  (registers the model class)
+    from keras_transformer.training.averaging import average_checkpoints
+
+    path = os.path.join(args.model, "model.keras")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"`{path}` is missing: train a model into MODEL_DIR first.")
+    model = keras.models.load_model(path)
+    steps = average_checkpoints(model, os.path.join(args.model, "checkpoints"), args.last)
+    shutil.copyfile(path, os.path.join(args.model, "model.unaveraged.keras"))
+    model.save(path)
+    print(json.dumps({"model": path, "averaged_steps": steps}))
+
+
+def _add_demo(subparsers):
+    parser = subparsers.add_parser(
+        "demo", help="the main job: prepare, train, evaluate and translate (resumable)",
+        description="Prepare the Ding corpus, train a small model for --minutes, print BLEU "
+                    "and chrF on the test split and a few translations. Run it again to "
+                    "continue training.",
+    )
+    parser.add_argument("--workdir", default="runs/demo")
+    parser.add_argument("--minutes", type=float, default=15.0)
+    parser.add_argument("--corpus", default=None, metavar="PATH")
+    parser.add_argument("--method", default="beam", choices=["greedy", "beam"])
+    parser.set_defaults(run=_run_demo)
+
+
+def _run_demo(args):
+    from keras_transformer.demo import run_demo
+
+    summary = run_demo(args.workdir, args.minutes, args.corpus, method=args.method)
+    print("\nTranslations of the test split:")
+    for example in summary["examples"]:
+        print(f"  source:      {example['source']}\n  reference:   {example['reference']}\n"
+              f"  translation: {example['translation']}\n")
+    test = summary["test"]
+    print(f"Test split ({test['sentences']} sentences, {test['method']}): "
+          f"BLEU {test['bleu']:.2f}, chrF {test['chrf']:.2f}  [{test['signature']}]")
+    print(f"Trained to step {summary['step']} ({summary['stopped']}).")
+    print(f"Data: {summary['data']}\nModel: {summary['model']} (model.keras, tokenizer.model, "
+          "config.json, checkpoints/, logs/, eval-test.json)")
+    if summary.get("export"):
+        print(f"SavedModel: {summary['export']}")
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (no usage dump), exit code 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser():
     """Builds the argument parser with one subparser per subcommand."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG, description='The Transformer of "Attention Is All You Need" in Keras 3.'
     )
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    _add_prepare(subparsers)
+    subparsers = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, parser_class=_Parser
+    )
+    for add in (_add_prepare, _add_train, _add_evaluate, _add_translate, _add_average,
+                _add_demo):
+        add(subparsers)
     return parser
 
 

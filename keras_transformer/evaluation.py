@@ -1,0 +1,48 @@
+"""Corpus BLEU and chrF of a translator on sentence pairs, with sacrebleu."""
+
+import sacrebleu
+
+
+def score_translations(hypotheses, references):
+    """sacrebleu corpus BLEU and chrF of `hypotheses` against one reference each.
+
+    Returns a dict with `bleu`, `chrf`, `signature` (sacrebleu's BLEU signature, so the
+    figure can be compared with others) and `sentences`.
+
+    Example:
+    >>> score_translations(["Good wine needs to mellow."], ["Good wine needs to mellow."])["bleu"]
+    100.0
+    """
+    hypotheses, references = list(hypotheses), list(references)
+    if len(hypotheses) != len(references):
+        raise ValueError(
+            f"Got {len(hypotheses)} hypotheses for {len(references)} references: "
+            "they must align one to one."
+        )
+    bleu = sacrebleu.metrics.BLEU()
+    chrf = sacrebleu.metrics.CHRF()
+    bleu_score = bleu.corpus_score(hypotheses, [references])
+    return {
+        "bleu": round(bleu_score.score, 2),
+        "chrf": round(chrf.corpus_score(hypotheses, [references]).score, 2),
+        "signature": str(bleu.get_signature()),
+        "sentences": len(hypotheses),
+    }
+
+
+def evaluate_translator(translator, pairs, method="beam", progress=True, **generate_kwargs):
+    """Translate the sources of `pairs` and score them; adds `examples` (first 10)."""
+    pairs = list(pairs)
+    if not pairs:
+        raise ValueError("`pairs` is empty: nothing to evaluate.")
+    sources = [source for source, _ in pairs]
+    references = [target for _, target in pairs]
+    hypotheses = translator.translate(sources, method=method, progress=progress,
+                                      **generate_kwargs)
+    result = score_translations(hypotheses, references)
+    result["method"] = method
+    result["examples"] = [
+        {"source": s, "reference": r, "translation": h}
+        for s, r, h in list(zip(sources, references, hypotheses, strict=True))[:10]
+    ]
+    return result

@@ -1,0 +1,87 @@
+"""`train`, `evaluate`, `translate` and `average` end to end on a tiny prepared corpus."""
+
+import io
+import json
+import os
+
+import pytest
+
+from keras_transformer.cli import main
+from keras_transformer.data import load_tsv, write_tsv
+from keras_transformer.training import list_checkpoints
+
+SENTENCES = [
+    ("Der Hund schläft.", "The dog sleeps."),
+    ("Die Katze schläft.", "The cat sleeps."),
+    ("Der Hund läuft.", "The dog runs."),
+    ("Die Katze läuft.", "The cat runs."),
+    ("Das Haus ist groß.", "The house is big."),
+    ("Das Haus ist klein.", "The house is small."),
+    ("Ich bin hier.", "I am here."),
+    ("Wir sind hier.", "We are here."),
+]
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    from keras_transformer.data import train_tokenizer
+
+    folder = tmp_path_factory.mktemp("data")
+    pairs = SENTENCES * 8
+    write_tsv(folder / "train.tsv", pairs)
+    write_tsv(folder / "validation.tsv", SENTENCES[:4])
+    write_tsv(folder / "test.tsv", SENTENCES[4:])
+    train_tokenizer([text for pair in pairs for text in pair], str(folder / "tokenizer.model"),
+                    vocabulary_size=60)
+    return str(folder)
+
+
+def _json_line(capsys):
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_train_resume_evaluate_translate_average(data_dir, tmp_path, capsys, monkeypatch):
+    model_dir = str(tmp_path / "model")
+    common = ["train", "--data", data_dir, "--output", model_dir, "--preset", "tiny",
+              "--tokens-per-batch", "128", "--max-sequence-length", "16",
+              "--checkpoint-every", "2", "--warmup-steps", "10", "--bleu-every", "2"]
+    assert main(common + ["--max-steps", "4"]) == 0
+    first = _json_line(capsys)
+    assert first["step"] == 4 and len(first["bleu"]) == 2
+    for name in ("model.keras", "tokenizer.model", "config.json", "history.csv"):
+        assert os.path.exists(os.path.join(model_dir, name))
+
+    assert main(common + ["--max-steps", "6"]) == 0  # resumes from backup/, not from 0
+    assert _json_line(capsys)["step"] == 6
+    assert [step for step, _ in list_checkpoints(os.path.join(model_dir, "checkpoints"))] == [
+        2, 4, 6]
+
+    assert main(["evaluate", "--model", model_dir, "--data", data_dir, "--method",
+                 "greedy", "--max-length", "8"]) == 0
+    scores = _json_line(capsys)
+    assert {"bleu", "chrf", "signature", "sentences"} <= set(scores)
+    assert scores["sentences"] == len(load_tsv(os.path.join(data_dir, "test.tsv")))
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("Der Hund schläft.\n\nIch bin hier.\n"))
+    assert main(["translate", "--model", model_dir, "--method", "greedy",
+                 "--max-length", "8"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 3  # one line out per line in
+
+    assert main(["average", "--model", model_dir, "--last", "2"]) == 0
+    assert _json_line(capsys)["averaged_steps"] == [4, 6]
+    assert os.path.exists(os.path.join(model_dir, "model.unaveraged.keras"))
+
+
+def test_train_on_a_folder_without_data_is_a_one_line_error(tmp_path, capsys):
+    assert main(["train", "--data", str(tmp_path), "--output", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("keras-transformer: error: ") and "train.tsv" in err[-1]
+
+
+def test_every_command_has_help(capsys):
+    for command in ("prepare", "train", "evaluate", "translate", "average", "demo"):
+        with pytest.raises(SystemExit) as raised:
+            main([command, "--help"])
+        assert raised.value.code == 0
+        assert "usage: keras-transformer" in capsys.readouterr().out
