@@ -9,7 +9,17 @@ True
 
 __version__ = "0.1.0"
 
-from keras_transformer import layers, losses, metrics, models, optimizers, training  # noqa: E402
+from keras_transformer import (  # noqa: E402
+    data,
+    generation,
+    layers,
+    losses,
+    metrics,
+    models,
+    optimizers,
+    training,
+)
+from keras_transformer.generation import Translator, generate, plot_attention  # noqa: E402
 from keras_transformer.layers.attention import MultiHeadAttention  # noqa: E402
 from keras_transformer.layers.decoder import TransformerDecoderBlock  # noqa: E402
 from keras_transformer.layers.embedding import TokenEmbedding  # noqa: E402
@@ -47,13 +57,18 @@ __all__ = [
     "TransformerDecoderBlock",
     "TransformerEncoderBlock",
     "TransformerSchedule",
+    "Translator",
     "build_transformer",
     "compile_transformer",
+    "data",
+    "generate",
+    "generation",
     "label_smoothed_sparse_categorical_crossentropy",
     "layers",
     "losses",
     "metrics",
     "models",
     "optimizers",
+    "plot_attention",
     "training",
 ]

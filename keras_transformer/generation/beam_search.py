@@ -1,0 +1,165 @@
+"""Beam search with the GNMT length penalty (Section 6.1 of Vaswani et al., 2017).
+
+"We used beam search with a beam size of 4 and length penalty alpha = 0.6"; the
+penalty is that of Wu et al. (2016): hypotheses are ranked by
+`log P(Y | X) / lp(Y)` with `lp(Y) = ((5 + |Y|) / 6) ** alpha`, where `|Y|` counts
+the output tokens including the end token.
+
+Each step expands the `K` live hypotheses of every sentence and takes the `2K` best
+continuations. End tokens among the first `K` of them join the finished hypotheses,
+kept apart from the live ones; the best `K` continuations without an end token
+become the new live hypotheses. A sentence is done once it has `K` finished
+hypotheses (every beam has finished), or once no live hypothesis can beat the best
+finished one any more: log-probabilities only fall, so a live hypothesis can at most
+reach `log P / lp(max_length)`. With `K = 1` this is exactly greedy search.
+"""
+
+from keras import ops
+
+from keras_transformer.special_tokens import END_ID, PAD_ID, START_ID
+
+# Score of an empty or invalid slot: far below any real log-probability, yet finite,
+# so sums and divisions never produce NaN.
+EMPTY_SCORE = -1e9
+
+
+def length_penalty(length, alpha=0.6):
+    """GNMT's `lp(Y) = ((5 + |Y|) / 6) ** alpha` (Wu et al., 2016, Section 7).
+
+    Example:
+    >>> round(float(length_penalty(1, alpha=0.6)), 6)
+    1.0
+    >>> round(float(length_penalty(7, alpha=0.6)), 4)
+    1.5157
+    """
+    return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
+
+
+def beam_search(step, batch_size, buffer_length, max_steps, beam_size=4, alpha=0.6):
+    """Beam search with a `DecoderStep` built with `num_beams=beam_size`.
+
+    Args:
+        step: a `DecoderStep` over `batch_size * beam_size` rows (`b * K + k`).
+        batch_size: int. B.
+        buffer_length: int. Static length of the output buffers (>= `max_steps`).
+        max_steps: int or int32 scalar tensor. Most tokens per hypothesis.
+        beam_size: int. K. Defaults to `4` (the paper).
+        alpha: float >= 0. Length penalty exponent. Defaults to `0.6` (the paper).
+
+    Returns:
+        A dict: `"nbest_token_ids"` int32 `(B, K, buffer_length)` (without the start
+        token, `PAD_ID` after the end token), `"nbest_scores"` float32 `(B, K)`
+        (length-penalized log-probabilities, best first), `"token_ids"` and
+        `"scores"` (the best hypothesis) and `"num_steps"` (decoder steps taken).
+        A sentence that reaches `max_steps` without `K` finished hypotheses fills
+        the list with its best unfinished ones (which have no end token).
+
+    Example:
+    >>> from keras_transformer.generation.step import DecoderStep
+    >>> from keras_transformer.models import build_transformer
+    >>> model = build_transformer("tiny", vocabulary_size=20, num_layers=1)
+    >>> step = DecoderStep(model, np.array([[5, 6, 3]], "int32"), 5, num_beams=2)
+    >>> out = beam_search(step, batch_size=1, buffer_length=5, max_steps=5, beam_size=2)
+    >>> tuple(out["nbest_token_ids"].shape), tuple(out["nbest_scores"].shape)
+    ((1, 2, 5), (1, 2))
+    """
+    k = beam_size
+    width = buffer_length + 1  # position 0 holds the start token
+    rows_of_batch = ops.arange(batch_size, dtype="int32")[:, None] * k  # (B, 1)
+
+    def gather(values, indices):
+        """`values` `(B, K', ...)`, `indices` `(B, M)` into axis 1 -> `(B, M, ...)`."""
+        kk = ops.shape(values)[1]
+        flat = ops.reshape(values, (-1,) + tuple(values.shape[2:]))
+        rows = ops.arange(batch_size, dtype="int32")[:, None] * kk + ops.cast(indices, "int32")
+        return ops.take(flat, rows, axis=0)
+
+    start_tokens = ops.concatenate(
+        [ops.full((batch_size, k, 1), START_ID, "int32"),
+         ops.full((batch_size, k, buffer_length), PAD_ID, "int32")], axis=2)
+    # Only the first live beam is real at the start; the others would duplicate it.
+    first_live = ops.where(ops.arange(k) == 0, 0.0, EMPTY_SCORE)
+    state = (
+        ops.convert_to_tensor(0, "int32"),
+        start_tokens,                                                # live tokens
+        ops.tile(ops.cast(first_live, "float32")[None], (batch_size, 1)),  # live log P
+        ops.zeros((batch_size,), "int32"),                           # live length if done
+        ops.full((batch_size, k, width), PAD_ID, "int32"),           # finished tokens
+        ops.full((batch_size, k), EMPTY_SCORE, "float32"),           # finished scores
+        ops.zeros((batch_size,), "bool"),                            # done
+        step.cache,
+    )
+    max_penalty = length_penalty(max_steps, alpha)
+
+    def cond(index, live_tokens, live_log_probs, live_length, finished_tokens,
+             finished_scores, done, cache):
+        return ops.logical_and(index < max_steps, ops.logical_not(ops.all(done)))
+
+    def body(index, live_tokens, live_log_probs, live_length, finished_tokens,
+             finished_scores, done, cache):
+        inputs = ops.reshape(ops.take(live_tokens, index, axis=2), (-1,))
+        log_probs, cache = step(inputs, index, cache)  # (B * K, V)
+        vocabulary_size = ops.shape(log_probs)[-1]
+        log_probs = ops.reshape(log_probs, (batch_size, k, vocabulary_size))
+        candidates = ops.reshape(live_log_probs[:, :, None] + log_probs, (batch_size, -1))
+        top_log_probs, top_indices = ops.top_k(candidates, 2 * k)  # (B, 2K)
+        top_beams = top_indices // vocabulary_size
+        top_tokens = ops.cast(top_indices % vocabulary_size, "int32")
+        top_sequences = ops.slice_update(
+            gather(live_tokens, top_beams), [0, 0, index + 1], top_tokens[:, :, None]
+        )
+        is_end = ops.equal(top_tokens, END_ID)
+
+        # End tokens among the first K continuations finish; keep the K best finished.
+        length = index + 1
+        finishes = is_end & (ops.arange(2 * k) < k)[None] & ops.logical_not(done)[:, None]
+        new_scores = ops.where(finishes, top_log_probs / length_penalty(length, alpha),
+                               EMPTY_SCORE)
+        pool_scores = ops.concatenate([finished_scores, new_scores], axis=1)
+        pool_tokens = ops.concatenate([finished_tokens, top_sequences], axis=1)
+        finished_scores, best = ops.top_k(pool_scores, k)
+        finished_tokens = gather(pool_tokens, best)
+
+        # The K best continuations without an end token live on (frozen once done).
+        _, live = ops.top_k(ops.where(is_end, -3.4e38, top_log_probs), k)
+        keep = done[:, None]
+        live_log_probs = ops.where(keep, live_log_probs, ops.take_along_axis(
+            top_log_probs, live, axis=1))
+        live_tokens = ops.where(keep[:, :, None], live_tokens, gather(top_sequences, live))
+        parent_rows = rows_of_batch + ops.cast(ops.take_along_axis(top_beams, live, axis=1),
+                                               "int32")
+        cache = step.reorder(cache, ops.reshape(parent_rows, (-1,)))
+
+        # Done: K finished, or no live hypothesis can still beat the best finished one.
+        num_finished = ops.sum(ops.cast(finished_scores > EMPTY_SCORE / 2, "int32"), axis=1)
+        bound = ops.max(live_log_probs, axis=1) / max_penalty
+        newly_done = ops.logical_and(
+            ops.logical_not(done),
+            ops.logical_or(num_finished >= k, finished_scores[:, 0] >= bound),
+        )
+        live_length = ops.where(newly_done, length, live_length)
+        done = ops.logical_or(done, newly_done)
+        return (index + 1, live_tokens, live_log_probs, live_length, finished_tokens,
+                finished_scores, done, cache)
+
+    (num_steps, live_tokens, live_log_probs, live_length, finished_tokens, finished_scores,
+     done, _) = ops.while_loop(cond, body, state)
+
+    # Fill the n-best list: sentences still running take any live hypothesis; done ones
+    # only fill empty slots (their live hypotheses cannot beat the best finished one).
+    live_length = ops.where(done, live_length, num_steps)
+    live_scores = live_log_probs / length_penalty(live_length, alpha)[:, None]
+    num_finished = ops.sum(ops.cast(finished_scores > EMPTY_SCORE / 2, "int32"), axis=1)
+    fills = ops.logical_or(ops.logical_not(done)[:, None],
+                           ops.arange(k)[None] < (k - num_finished)[:, None])
+    live_scores = ops.where(fills & (live_log_probs > EMPTY_SCORE / 2), live_scores,
+                            EMPTY_SCORE)
+    nbest_scores, best = ops.top_k(ops.concatenate([finished_scores, live_scores], 1), k)
+    nbest_tokens = gather(ops.concatenate([finished_tokens, live_tokens], 1), best)[:, :, 1:]
+    return {
+        "token_ids": nbest_tokens[:, 0],
+        "scores": nbest_scores[:, 0],
+        "nbest_token_ids": nbest_tokens,
+        "nbest_scores": nbest_scores,
+        "num_steps": num_steps,
+    }

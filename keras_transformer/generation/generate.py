@@ -1,0 +1,222 @@
+"""`generate`: encode once, then decode greedily, with beam search or by sampling.
+
+The search runs in one `while_loop` over static shapes, so it compiles with XLA:
+`jit_compile=True` wraps it in `tf.function(jit_compile=True)` (TensorFlow-specific),
+cached per model and configuration. To limit retracing, the batch is padded to a
+power of two and the source and output lengths to multiples of `LENGTH_BUCKET`;
+the actual length limit is a loop bound, not a shape. `jit_compile=False` runs the
+same code eagerly, for debugging.
+"""
+
+import weakref
+
+import keras
+import numpy as np
+import tensorflow as tf  # TensorFlow-specific: tf.function with XLA.
+
+from keras_transformer.generation.beam_search import beam_search
+from keras_transformer.generation.greedy import greedy_search
+from keras_transformer.generation.sampling import sample
+from keras_transformer.generation.step import DecoderStep
+from keras_transformer.special_tokens import END_ID, PAD_ID
+from keras_transformer.validation import check_choice, check_positive_int
+
+METHODS = ("greedy", "beam", "sample")
+# Output and source lengths are padded to multiples of this to limit retracing.
+LENGTH_BUCKET = 16
+# Section 6.1: "maximum output length to input length + 50".
+MAX_LENGTH_OFFSET = 50
+
+_compiled = weakref.WeakKeyDictionary()  # model -> {configuration: tf.function}
+
+
+def default_max_length(encoder_token_ids, offset=MAX_LENGTH_OFFSET):
+    """The paper's output length limit: the longest non-pad input of the batch + `offset`.
+
+    Example:
+    >>> default_max_length(np.array([[5, 6, 3, 0], [7, 3, 0, 0]]))
+    53
+    """
+    lengths = np.sum(np.asarray(encoder_token_ids) != PAD_ID, axis=-1)
+    return int(lengths.max(initial=0)) + offset
+
+
+def _round_up(value, multiple):
+    return -(-value // multiple) * multiple
+
+
+def _check_arguments(model, method, max_length, beam_size, alpha, temperature, top_k, top_p,
+                     seed):
+    check_choice("method", method, METHODS)
+    if max_length is not None:
+        check_positive_int("max_length", max_length)
+    check_positive_int("beam_size", beam_size)
+    if 2 * beam_size > model.vocabulary_size:
+        raise ValueError(
+            f"`beam_size` ({beam_size}) must be at most half the vocabulary size "
+            f"({model.vocabulary_size}). Received: beam_size={beam_size}"
+        )
+    if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or alpha < 0:
+        raise ValueError(f"`alpha` must be a number >= 0. Received: alpha={alpha!r}")
+    if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not (
+        temperature > 0
+    ):
+        raise ValueError(
+            f"`temperature` must be a number > 0 (use `method='greedy'` for temperature 0). "
+            f"Received: temperature={temperature!r}"
+        )
+    if top_k is not None:
+        check_positive_int("top_k", top_k)
+        if top_k > model.vocabulary_size:
+            raise ValueError(
+                f"`top_k` must be at most the vocabulary size ({model.vocabulary_size}). "
+                f"Received: top_k={top_k}"
+            )
+    if top_p is not None and (
+        not isinstance(top_p, (int, float)) or isinstance(top_p, bool) or not 0 < top_p <= 1
+    ):
+        raise ValueError(f"`top_p` must be in (0, 1], or None. Received: top_p={top_p!r}")
+    if seed is not None and (not isinstance(seed, (int, np.integer)) or isinstance(seed, bool)):
+        raise ValueError(f"`seed` must be an int or None. Received: seed={seed!r}")
+
+
+def _search_function(model, method, buffer_length, options, jit_compile):
+    """The search over a padded batch, compiled once per model and configuration."""
+    key = (method, buffer_length, tuple(sorted(options.items())), jit_compile)
+    functions = _compiled.setdefault(model, {})
+    if key in functions:
+        return functions[key]
+
+    def search(encoder_token_ids, max_steps, seed):
+        batch_size = encoder_token_ids.shape[0]
+        if method == "beam":
+            step = DecoderStep(model, encoder_token_ids, buffer_length, options["beam_size"])
+            return beam_search(step, batch_size, buffer_length, max_steps, **options)
+        step = DecoderStep(model, encoder_token_ids, buffer_length)
+        if method == "greedy":
+            return greedy_search(step, batch_size, buffer_length, max_steps)
+        return sample(step, batch_size, buffer_length, max_steps, seed, **options)
+
+    if jit_compile:
+        search = tf.function(search, jit_compile=True, reduce_retracing=False)
+    functions[key] = search
+    return search
+
+
+def generate(
+    model,
+    encoder_token_ids,
+    method="greedy",
+    *,
+    max_length=None,
+    max_length_offset=MAX_LENGTH_OFFSET,
+    beam_size=4,
+    alpha=0.6,
+    temperature=1.0,
+    top_k=None,
+    top_p=None,
+    seed=None,
+    jit_compile=True,
+):
+    """Translate a batch of token ids with a `Transformer` (Section 6.1).
+
+    Every method stops each sequence at its end token and the loop once all have.
+    `PAD_ID` and `START_ID` are never generated.
+
+    Args:
+        model: a `keras_transformer.Transformer`.
+        encoder_token_ids: int array `(B, S)`: source pieces then `END_ID`, padded
+            with `PAD_ID`.
+        method: `"greedy"`, `"beam"` (beam search with the GNMT length penalty) or
+            `"sample"`. Defaults to `"greedy"`.
+        max_length: int or `None`. Explicit cap on the output length (end token
+            included). By default the limit is the paper's input length + 50, where
+            the input length is the batch's longest non-pad source.
+        max_length_offset: int. The `+ 50` of the default limit.
+        beam_size: int. Beam size K (beam search). Defaults to `4` (the paper).
+        alpha: float. Length penalty exponent (beam search). Defaults to `0.6`.
+        temperature, top_k, top_p: sampling: divide logits by `temperature`, keep
+            the `top_k` most probable tokens and/or the smallest set holding
+            `top_p` of the probability.
+        seed: int or `None`. Sampling seed; the same seed gives the same output,
+            eagerly or compiled. `None` draws one from NumPy's global generator (so
+            `keras.utils.set_random_seed` makes it reproducible).
+        jit_compile: bool. Run compiled with XLA (`True`, the default) or eagerly.
+
+    Returns:
+        A dict of NumPy arrays: `"token_ids"` int32 `(B, L)` (the best output, no start
+        token, ending with `END_ID` when one was produced, `PAD_ID` after it; `L` is
+        the longest output), `"scores"` float32 `(B,)` (its log-probability,
+        length-penalized for beam search), for greedy and sampling `"log_probs"`
+        `(B, L)` per token, for beam search `"nbest_token_ids"` `(B, K, L)` and
+        `"nbest_scores"` `(B, K)` (best first), and `"max_length"` (the limit used).
+
+    Example:
+    >>> from keras_transformer.models import build_transformer
+    >>> model = build_transformer("tiny", vocabulary_size=30)
+    >>> out = generate(model, np.array([[5, 6, 7, 3]]), method="beam", max_length=6,
+    ...                jit_compile=False)
+    >>> out["token_ids"].dtype, out["token_ids"].shape[1] <= 6, out["nbest_scores"].shape
+    (dtype('int32'), True, (1, 4))
+    """
+    _check_arguments(model, method, max_length, beam_size, alpha, temperature, top_k, top_p,
+                     seed)
+    if not isinstance(max_length_offset, int) or max_length_offset < 0:
+        raise ValueError(
+            "`max_length_offset` must be an int >= 0. "
+            f"Received: max_length_offset={max_length_offset!r}"
+        )
+    ids = keras.ops.convert_to_numpy(encoder_token_ids)
+    if ids.ndim != 2:
+        raise ValueError(
+            "`encoder_token_ids` must have rank 2, (batch, source length); wrap a single "
+            f"sentence as `[ids]`. Received: encoder_token_ids.shape={ids.shape}"
+        )
+    if not np.issubdtype(ids.dtype, np.integer):
+        raise ValueError(
+            f"`encoder_token_ids` must hold integer ids. Received: dtype={ids.dtype}"
+        )
+    batch_size, source_length = ids.shape
+    if batch_size == 0:
+        raise ValueError("`encoder_token_ids` must hold at least one sequence. Received none.")
+
+    limit = default_max_length(ids, max_length_offset)
+    if max_length is not None:
+        limit = min(limit, max_length)
+    buffer_length = _round_up(limit, LENGTH_BUCKET)
+    padded_source = max(_round_up(source_length, LENGTH_BUCKET), 1)
+    if model.position_embedding == "learned":
+        limit = min(limit, model.max_sequence_length)
+        buffer_length = min(buffer_length, model.max_sequence_length)
+        padded_source = max(min(padded_source, model.max_sequence_length), source_length)
+    padded_batch = 1 << (batch_size - 1).bit_length()
+    padded = np.full((padded_batch, padded_source), PAD_ID, "int32")
+    padded[:batch_size, :source_length] = ids
+    padded[batch_size:, 0] = END_ID  # filler rows: an empty sentence
+
+    if method == "beam":
+        options = {"beam_size": beam_size, "alpha": float(alpha)}
+    elif method == "sample":
+        options = {"temperature": float(temperature), "top_k": top_k, "top_p": top_p}
+    else:
+        options = {}
+    if seed is None:
+        seed = int(np.random.randint(0, 2**31 - 1))
+    search = _search_function(model, method, buffer_length, options, jit_compile)
+    outputs = search(tf.constant(padded), tf.constant(limit, "int32"),
+                     tf.constant(seed % 2**31, "int32"))
+
+    result = {}
+    for name, value in outputs.items():
+        value = keras.ops.convert_to_numpy(value)
+        result[name] = value if name == "num_steps" else value[:batch_size]
+    tokens = result["nbest_token_ids"] if method == "beam" else result["token_ids"]
+    longest = max(int(np.sum(tokens != PAD_ID, axis=-1).max()), 1)
+    for name in ("token_ids", "nbest_token_ids", "log_probs"):
+        if name in result:
+            result[name] = result[name][..., :longest]
+    result["token_ids"] = result["token_ids"].astype("int32")
+    result["scores"] = result["scores"].astype("float32")
+    result["num_steps"] = int(result["num_steps"])
+    result["max_length"] = limit
+    return result

@@ -1,0 +1,88 @@
+"""The one decoder step that every decoding strategy shares.
+
+The encoder runs once per batch, each decoder layer's cross-attention keys and values
+are computed once (`Transformer.init_cache`), and each step feeds one token per
+sequence, writing its self-attention keys and values into the preallocated
+static-shape cache at the current position. Greedy search, beam search and sampling
+all advance with `DecoderStep.__call__` (log-probabilities from `log_probs_of`); beam
+search also reorders the cache with `DecoderStep.reorder`.
+"""
+
+from keras import ops
+
+from keras_transformer.layers.masking import padding_mask
+from keras_transformer.special_tokens import PAD_ID, START_ID
+
+# Logit of a token that must never be generated (finite, so no NaN can follow).
+NEVER = -1e9
+
+
+def log_probs_of(logits):
+    """Float32 log-probabilities over the vocabulary, `PAD_ID` and `START_ID` excluded.
+
+    Generated text never contains padding or a second start token, so their logits
+    are masked before the softmax; `(..., V)` -> `(..., V)`.
+
+    Example:
+    >>> log_probs = log_probs_of(np.zeros((1, 6), "float32"))
+    >>> np.exp(np.asarray(log_probs)).round(2).tolist()
+    [[0.0, 0.25, 0.0, 0.25, 0.25, 0.25]]
+    """
+    logits = ops.cast(logits, "float32")
+    vocabulary = ops.arange(ops.shape(logits)[-1])
+    banned = ops.logical_or(ops.equal(vocabulary, PAD_ID), ops.equal(vocabulary, START_ID))
+    return ops.log_softmax(ops.where(banned, NEVER, logits), axis=-1)
+
+
+class DecoderStep:
+    """Encode a batch once, then advance the decoder one token at a time.
+
+    Args:
+        model: a `keras_transformer.Transformer`.
+        encoder_token_ids: int `(B, S)` source ids, padded with `PAD_ID`.
+        cache_length: int. Positions in the self-attention cache; the decoder can
+            take at most this many steps.
+        num_beams: int. Copies of each sequence (beam search); rows are ordered
+            `b * num_beams + k`. Defaults to `1`.
+
+    Attributes:
+        cache: the current cache, as `Transformer.init_cache` returns it.
+
+    Example:
+    >>> from keras_transformer.models import build_transformer
+    >>> model = build_transformer("tiny", vocabulary_size=20, num_layers=1)
+    >>> step = DecoderStep(model, np.array([[5, 6, 3]], "int32"), cache_length=4)
+    >>> log_probs, cache = step(np.array([2], "int32"), 0, step.cache)
+    >>> tuple(log_probs.shape)
+    (1, 20)
+    """
+
+    def __init__(self, model, encoder_token_ids, cache_length, num_beams=1):
+        self.model = model
+        encoder_token_ids = ops.convert_to_tensor(encoder_token_ids, "int32")
+        encoder_sequence = model.encode(encoder_token_ids, training=False)
+        mask = padding_mask(encoder_token_ids)
+        if num_beams > 1:
+            encoder_sequence = ops.repeat(encoder_sequence, num_beams, axis=0)
+            mask = ops.repeat(mask, num_beams, axis=0)
+        self.encoder_padding_mask = mask
+        self.cache = model.init_cache(encoder_sequence, cache_length)
+
+    def __call__(self, token_ids, index, cache):
+        """Feed `token_ids` `(B,)` at position `index`: -> (float32 log-probs `(B, V)`, cache)."""
+        logits, cache = self.model.decode_step(
+            ops.expand_dims(token_ids, 1), index, cache, self.encoder_padding_mask
+        )
+        return log_probs_of(logits[:, 0, :]), cache
+
+    @staticmethod
+    def reorder(cache, rows):
+        """Gather the self-attention cache rows `rows` `(B,)` (beam search).
+
+        The cross-attention cache is left as it is: every beam of a sentence shares
+        the same encoder output, and beams never move between sentences.
+        """
+        return {
+            "self_attention": tuple(ops.take(c, rows, axis=0) for c in cache["self_attention"]),
+            "cross_attention": cache["cross_attention"],
+        }

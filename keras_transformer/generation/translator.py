@@ -1,0 +1,198 @@
+"""`Translator`: strings in, strings out, with the model and its corpus tokenizer."""
+
+import json
+import os
+import sys
+
+import keras
+import numpy as np
+
+from keras_transformer.generation.generate import METHODS, generate
+from keras_transformer.special_tokens import END_ID, PAD_ID, START_ID
+from keras_transformer.validation import check_choice, check_positive_int
+
+
+class Translator:
+    """Translate sentences with a trained `Transformer` and its SentencePiece tokenizer.
+
+    Each source becomes its pieces followed by `END_ID`. Inputs are sorted by length
+    into batches (less padding, fewer compilations) and returned in their order; a
+    progress bar (tqdm, on stderr) shows when there is more than one batch.
+
+    Args:
+        model: a `keras_transformer.Transformer`.
+        tokenizer: a `keras_transformer.data.tokenizer.Tokenizer` (anything with
+            `tokenize(strings)` -> ragged ids and `detokenize(ids)` -> strings).
+        method: default decoding method of `translate`. Defaults to `"beam"` (the paper).
+        batch_size: int. Sentences per batch. Defaults to `32`.
+        max_sequence_length: int or `None`. Sources are cut to this many ids, end
+            token included (e.g. the training limit).
+        **generate_options: defaults for `generate` (`beam_size`, `alpha`, `max_length`,
+            `temperature`, `top_k`, `top_p`, `seed`, `jit_compile`).
+
+    Example (a directory written by training):
+    ```python
+    translator = Translator.from_directory("runs/base")
+    translator.translate(["Guter Wein muss reifen."])
+    ```
+    """
+
+    def __init__(self, model, tokenizer, method="beam", batch_size=32, max_sequence_length=None,
+                 **generate_options):
+        check_choice("method", method, METHODS)
+        check_positive_int("batch_size", batch_size)
+        if max_sequence_length is not None:
+            check_positive_int("max_sequence_length", max_sequence_length)
+        self.model = model
+        self.tokenizer = tokenizer
+        self.method = method
+        self.batch_size = batch_size
+        self.max_sequence_length = max_sequence_length
+        self.generate_options = generate_options
+
+    @classmethod
+    def from_directory(cls, directory, **kwargs):
+        """Load `model.keras`, `tokenizer.model` and (if present) `config.json` from a
+        training directory. `config.json` may give `max_sequence_length`; `kwargs`
+        override it and are passed to the constructor."""
+        import keras_transformer.models  # noqa: F401  (registers the serializable classes)
+        from keras_transformer.data.tokenizer import Tokenizer
+
+        for name in ("model.keras", "tokenizer.model"):
+            if not os.path.exists(os.path.join(directory, name)):
+                raise FileNotFoundError(
+                    f"`{name}` not found in `directory`. A model directory written by "
+                    f"training holds model.keras, tokenizer.model and config.json. "
+                    f"Received: directory={directory!r}"
+                )
+        model = keras.models.load_model(os.path.join(directory, "model.keras"))
+        tokenizer = Tokenizer.from_file(os.path.join(directory, "tokenizer.model"))
+        config = {}
+        config_path = os.path.join(directory, "config.json")
+        if os.path.exists(config_path):
+            with open(config_path) as file:
+                config = json.load(file)
+        if isinstance(config, dict) and isinstance(config.get("max_sequence_length"), int):
+            kwargs.setdefault("max_sequence_length", config["max_sequence_length"])
+        return cls(model, tokenizer, **kwargs)
+
+    # --- translation ----------------------------------------------------------------
+
+    def encode(self, sentences):
+        """Source ids for each sentence: a list of lists of ints, each ending with END_ID."""
+        ragged = self.tokenizer.tokenize(list(sentences))
+        limit = None if self.max_sequence_length is None else self.max_sequence_length - 1
+        return [list(ids)[:limit] + [END_ID] for ids in ragged.to_list()]
+
+    def decode(self, token_ids):
+        """Strings for a batch of output ids `(B, L)` (pad, start and end are dropped)."""
+        strings = self.tokenizer.detokenize(np.asarray(token_ids, "int32"))
+        return [s.decode("utf-8") for s in keras.ops.convert_to_numpy(strings).tolist()]
+
+    def _generate(self, batch, method, options):
+        padded = np.full((len(batch), max(len(ids) for ids in batch)), PAD_ID, "int32")
+        for row, ids in enumerate(batch):
+            padded[row, : len(ids)] = ids
+        return generate(self.model, padded, method, **{**self.generate_options, **options})
+
+    def translate(self, sentences, method=None, batch_size=None, progress=None, **options):
+        """Translate a string, or a list, iterable or `tf.data.Dataset` of strings.
+
+        Args:
+            sentences: str, iterable of str, or a dataset of (batches of) strings.
+            method: `"greedy"`, `"beam"` or `"sample"`; defaults to the translator's.
+            batch_size: int; defaults to the translator's.
+            progress: bool or `None` (show a bar when there is more than one batch).
+            **options: passed to `generate` (e.g. `beam_size=8`).
+
+        Returns:
+            A str for a str, else a list of str in the input order.
+        """
+        if isinstance(sentences, str):
+            return self.translate([sentences], method, batch_size, False, **options)[0]
+        method = self.method if method is None else method
+        check_choice("method", method, METHODS)
+        batch_size = self.batch_size if batch_size is None else batch_size
+        check_positive_int("batch_size", batch_size)
+        sentences = _as_strings(sentences)
+        sources = self.encode(sentences) if sentences else []
+        order = sorted(range(len(sources)), key=lambda i: len(sources[i]), reverse=True)
+        starts = range(0, len(order), batch_size)
+        if progress or (progress is None and len(starts) > 1):
+            from tqdm.auto import tqdm
+
+            starts = tqdm(starts, desc="Translating", unit="batch", file=sys.stderr)
+        translations = [None] * len(sources)
+        for start in starts:
+            indices = order[start : start + batch_size]
+            out = self._generate([sources[i] for i in indices], method, options)
+            for i, text in zip(indices, self.decode(out["token_ids"]), strict=True):
+                translations[i] = text
+        return translations
+
+    def translate_file(self, path, output_path=None, **kwargs):
+        """Translate a file, one sentence a line; write to `output_path` or return a list."""
+        with open(path, encoding="utf-8") as file:
+            lines = [line.rstrip("\n") for line in file]
+        translations = self.translate(lines, **kwargs)
+        if output_path is None:
+            return translations
+        with open(output_path, "w", encoding="utf-8") as file:
+            file.writelines(text + "\n" for text in translations)
+        return output_path
+
+    # --- inspection -------------------------------------------------------------------
+
+    def pieces(self, token_ids):
+        """The piece strings of `token_ids` (e.g. `["▁Gut", "er", "</s>"]`)."""
+        ids = [int(i) for i in token_ids]
+        if hasattr(self.tokenizer, "id_to_piece"):
+            return [self.tokenizer.id_to_piece(i) for i in ids]
+        if hasattr(self.tokenizer, "model_bytes"):
+            import sentencepiece
+
+            processor = sentencepiece.SentencePieceProcessor(
+                model_proto=bytes(self.tokenizer.model_bytes))
+            return [processor.id_to_piece(i) for i in ids]
+        return [str(i) for i in ids]
+
+    def attention(self, sentence, method="greedy", **options):
+        """Translate `sentence` and return every attention map of the model on it.
+
+        The decoder reads `<s>` plus the output (teacher forcing), so row `t` of a
+        decoder map is the query that produced output piece `t` (Figures 3-5).
+
+        Returns:
+            A dict: `"translation"` (str), `"source_pieces"` (S, end included),
+            `"target_pieces"` (T, the output, end included), `"decoder_input_pieces"`
+            (T), and, one NumPy array per layer, `"encoder_self_attention"` `(N, S, S)`,
+            `"decoder_self_attention"` `(N, T, T)` and `"cross_attention"` `(N, T, S)`.
+        """
+        source = self.encode([sentence])[0]
+        out = self._generate([source], method, options)
+        target = [int(i) for i in out["token_ids"][0] if i != PAD_ID]
+        decoder_input = [START_ID] + target[:-1]
+        weights = self.model.attention_weights(
+            np.array([source], "int32"), np.array([decoder_input], "int32")
+        )
+        result = {
+            "translation": self.decode([target])[0],
+            "source_pieces": self.pieces(source),
+            "target_pieces": self.pieces(target),
+            "decoder_input_pieces": self.pieces(decoder_input),
+        }
+        for name, maps in weights.items():
+            result[name] = [keras.ops.convert_to_numpy(w)[0] for w in maps]
+        return result
+
+
+def _as_strings(sentences):
+    """A list of str from an iterable of str/bytes or a dataset of (batches of) strings."""
+    strings = []
+    for item in sentences:
+        if hasattr(item, "numpy"):
+            item = item.numpy()
+        values = item.reshape(-1).tolist() if isinstance(item, np.ndarray) else [item]
+        for value in values:
+            strings.append(value.decode("utf-8") if isinstance(value, bytes) else str(value))
+    return strings

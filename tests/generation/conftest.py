@@ -1,0 +1,94 @@
+"""Shared models for the generation tests: a random tiny model and a copy-task model."""
+
+import keras
+import numpy as np
+import pytest
+
+import keras_transformer as kt
+from keras_transformer.generation.step import log_probs_of
+from keras_transformer.layers.masking import padding_mask
+from keras_transformer.special_tokens import END_ID, PAD_ID, START_ID
+
+VOCABULARY_SIZE = 40
+
+
+def copy_batch(rng, batch_size, max_length=8):
+    """Random sequences of ids 4..V-1 and their copies (with start/end tokens)."""
+    lengths = rng.integers(2, max_length + 1, size=batch_size)
+    source = np.full((batch_size, max_length + 1), PAD_ID, "int32")
+    decoder = np.full((batch_size, max_length + 1), PAD_ID, "int32")
+    labels = np.full((batch_size, max_length + 1), PAD_ID, "int32")
+    for row, length in enumerate(lengths):
+        ids = rng.integers(4, VOCABULARY_SIZE, size=length)
+        source[row, : length + 1] = [*ids, END_ID]
+        decoder[row, : length + 1] = [START_ID, *ids]
+        labels[row, : length + 1] = [*ids, END_ID]
+    return source, decoder, labels
+
+
+@pytest.fixture(scope="session")
+def random_model():
+    keras.utils.set_random_seed(0)
+    return kt.build_transformer("tiny", vocabulary_size=VOCABULARY_SIZE, dropout=0.0)
+
+
+@pytest.fixture(scope="session")
+def trained_model():
+    """A tiny model trained for a few seconds to copy its input."""
+    keras.utils.set_random_seed(1)
+    model = kt.build_transformer("tiny", vocabulary_size=VOCABULARY_SIZE, dropout=0.0,
+                                 num_layers=1)
+    kt.compile_transformer(model, warmup_steps=100, learning_rate_scale=1.0,
+                           label_smoothing=0.0)
+    source, decoder, labels = copy_batch(np.random.default_rng(0), 4096)
+    model.fit({"encoder_token_ids": source, "decoder_token_ids": decoder}, labels,
+              batch_size=64, epochs=4, verbose=0)
+    return model
+
+
+@pytest.fixture()
+def source_ids():
+    return np.array([[5, 6, 7, 8, 9, 3], [10, 11, 12, 3, 0, 0], [13, 3, 0, 0, 0, 0]], "int32")
+
+
+def uncached_greedy(model, encoder_token_ids, max_length):
+    """Greedy decoding the slow way: a full decoder pass over the prefix at every step."""
+    encoder_sequence = model.encode(encoder_token_ids)
+    mask = padding_mask(encoder_token_ids)
+    batch_size = len(encoder_token_ids)
+    tokens = np.full((batch_size, 1), START_ID, "int32")
+    finished = np.zeros(batch_size, bool)
+    log_probs = []
+    for _ in range(max_length):
+        logits = model.decode(tokens, encoder_sequence, mask)[:, -1]
+        step_log_probs = np.asarray(log_probs_of(logits))
+        next_tokens = np.where(finished, PAD_ID, step_log_probs.argmax(-1)).astype("int32")
+        log_probs.append(np.where(finished, 0.0, step_log_probs[np.arange(batch_size),
+                                                                 next_tokens]))
+        tokens = np.concatenate([tokens, next_tokens[:, None]], axis=1)
+        finished |= next_tokens == END_ID
+        if finished.all():
+            break
+    return tokens[:, 1:], np.stack(log_probs, axis=1)
+
+
+def sequence_log_prob(model, encoder_token_ids, output_ids):
+    """Summed log-probability of each output `(B, L)` (teacher forcing, stops at PAD)."""
+    decoder = np.concatenate(
+        [np.full((len(output_ids), 1), START_ID, "int32"), output_ids[:, :-1]], axis=1)
+    logits = model({"encoder_token_ids": encoder_token_ids, "decoder_token_ids": decoder})
+    log_probs = np.asarray(log_probs_of(logits))
+    picked = np.take_along_axis(log_probs, output_ids[..., None], axis=-1)[..., 0]
+    return np.where(output_ids != PAD_ID, picked, 0.0).sum(-1)
+
+
+@pytest.fixture(scope="session")
+def reference():
+    """The slow reference functions, for tests (conftest is not importable by name)."""
+
+    class Reference:
+        greedy = staticmethod(uncached_greedy)
+        log_prob = staticmethod(sequence_log_prob)
+        batch = staticmethod(copy_batch)
+
+    return Reference

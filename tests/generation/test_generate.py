@@ -1,0 +1,83 @@
+import numpy as np
+import pytest
+
+from keras_transformer.generation import generate
+from keras_transformer.generation.generate import _compiled
+
+
+@pytest.mark.parametrize("method", ["greedy", "beam", "sample"])
+def test_compiled_equals_eager(random_model, source_ids, method):
+    kwargs = dict(method=method, max_length=9, seed=5, beam_size=2)
+    eager = generate(random_model, source_ids, jit_compile=False, **kwargs)
+    compiled = generate(random_model, source_ids, jit_compile=True, **kwargs)
+    np.testing.assert_array_equal(compiled["token_ids"], eager["token_ids"])
+    np.testing.assert_allclose(compiled["scores"], eager["scores"], atol=1e-4)
+    if method == "beam":
+        np.testing.assert_array_equal(compiled["nbest_token_ids"], eager["nbest_token_ids"])
+
+
+def test_compiled_function_is_reused_across_batches(random_model, source_ids):
+    generate(random_model, source_ids, max_length=9)  # batch 3 -> padded to 4
+    search = _compiled[random_model][("greedy", 16, (), True)]
+    count = search.experimental_get_tracing_count()
+    generate(random_model, source_ids[::-1, :5].copy(), max_length=12)  # same buckets
+    generate(random_model, np.concatenate([source_ids, source_ids[:1]]), max_length=5)
+    assert search.experimental_get_tracing_count() == count
+
+
+def test_default_max_length_is_input_length_plus_50(random_model, source_ids):
+    out = generate(random_model, source_ids, "greedy")
+    assert out["max_length"] == 6 + 50
+    assert out["token_ids"].shape[1] <= 56 and out["num_steps"] <= 56
+    assert generate(random_model, source_ids, max_length_offset=3)["max_length"] == 9
+
+
+def test_explicit_cap_is_respected(random_model, source_ids):
+    for method in ("greedy", "beam"):
+        out = generate(random_model, source_ids, method, max_length=4)
+        assert out["max_length"] == 4 and out["token_ids"].shape[1] <= 4 and out["num_steps"] <= 4
+
+
+def test_output_format(trained_model, reference):
+    source = reference.batch(np.random.default_rng(7), 5)[0]
+    for method in ("greedy", "beam", "sample"):
+        out = generate(trained_model, source, method, seed=0)
+        tokens = out["token_ids"]
+        assert tokens.dtype == np.int32 and tokens.shape[0] == 5
+        assert out["scores"].dtype == np.float32 and out["scores"].shape == (5,)
+        assert (out["scores"] <= 0).all()
+        assert not (tokens == 2).any()  # no start token
+        for row in tokens:
+            ends = np.flatnonzero(row == 3)
+            assert len(ends) == 1  # the copy model always finishes
+            assert (row[ends[0] + 1:] == 0).all() and (row[: ends[0]] != 0).all()
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"method": "topk"}, "`method` must be one of"),
+        ({"method": "beam", "beam_size": 0}, "`beam_size` must be a positive integer"),
+        ({"method": "beam", "beam_size": 30}, "`beam_size` .* at most half"),
+        ({"method": "beam", "alpha": -1}, "`alpha` must be"),
+        ({"method": "sample", "top_p": 0.0}, r"`top_p` must be in \(0, 1\]"),
+        ({"method": "sample", "top_p": 1.5}, r"`top_p` must be in \(0, 1\]"),
+        ({"method": "sample", "top_k": 0}, "`top_k` must be a positive integer"),
+        ({"max_length": 0}, "`max_length` must be a positive integer"),
+        ({"seed": 1.5}, "`seed` must be an int"),
+    ],
+)
+def test_bad_arguments(random_model, source_ids, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        generate(random_model, source_ids, **kwargs)
+
+
+@pytest.mark.parametrize("ids", [np.array([5, 6, 3]), np.ones((1, 2, 3), "int32")])
+def test_wrong_rank(random_model, ids):
+    with pytest.raises(ValueError, match="`encoder_token_ids` must have rank 2"):
+        generate(random_model, ids)
+
+
+def test_float_ids_are_rejected(random_model):
+    with pytest.raises(ValueError, match="integer ids"):
+        generate(random_model, np.ones((1, 3), "float32"))
