@@ -87,6 +87,8 @@ def _add_train(subparsers):
     parser.add_argument("--output", required=True, metavar="MODEL_DIR", help="model folder")
     parser.add_argument("--preset", default="small", choices=sorted(PRESETS),
                         help="model size (Table 3: base, big)")
+    parser.add_argument("--dropout", type=float, default=None,
+                        help="override the preset's dropout (P_drop)")
     parser.add_argument("--max-steps", type=int, default=100_000, metavar="N",
                         help="total optimizer steps, over all runs on MODEL_DIR")
     parser.add_argument("--max-minutes", type=float, default=None, metavar="M",
@@ -129,6 +131,7 @@ def _run_train(args):
         learning_rate_scale=args.learning_rate_scale, label_smoothing=args.label_smoothing,
         checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints,
         bleu_every=args.bleu_every, jit_compile=args.jit_compile, seed=args.seed,
+        **({} if args.dropout is None else {"dropout": args.dropout}),
     )
     print(json.dumps(result))
 

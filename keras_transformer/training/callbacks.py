@@ -40,7 +40,10 @@ class StepCheckpoint(keras.callbacks.Callback):
 
     def save(self, step):
         os.makedirs(self.directory, exist_ok=True)
-        self.model.save_weights(os.path.join(self.directory, CHECKPOINT_PATTERN.format(step=step)))
+        path = os.path.join(self.directory, CHECKPOINT_PATTERN.format(step=step))
+        partial = path.replace(".weights.h5", ".partial.weights.h5")
+        self.model.save_weights(partial)
+        os.replace(partial, path)  # atomic: a killed run never leaves a truncated checkpoint
         for _, path in list_checkpoints(self.directory)[: -self.keep]:
             os.remove(path)
 

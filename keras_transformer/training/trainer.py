@@ -103,9 +103,9 @@ def train(
     train_pairs = load_tsv(os.path.join(data_dir, "train.tsv"))
     validation_pairs = load_tsv(os.path.join(data_dir, "validation.tsv"))
     # Batch sizes are rounded to a multiple of the replicas: uneven splits fail in fit.
-    train_data = make_dataset(train_pairs, tokenizer, tokens_per_batch * replicas,
-                              max_sequence_length, seed=seed, repeat=True,
-                              batch_size_multiple=replicas)
+    stream = make_dataset(train_pairs, tokenizer, tokens_per_batch * replicas,
+                          max_sequence_length, seed=seed, repeat=True,
+                          batch_size_multiple=replicas)
     validation_data = make_dataset(validation_pairs, tokenizer, tokens_per_batch * replicas,
                                    max_sequence_length, long_sequences="truncate",
                                    shuffle=False, batch_size_multiple=replicas)
@@ -117,10 +117,16 @@ def train(
                             learning_rate_scale=learning_rate_scale,
                             label_smoothing=label_smoothing, jit_compile=jit_compile)
 
+        backup_dir = os.path.join(output_dir, "backup")
+        steps_done, initial_epoch = _restore_backup(model, backup_dir)
+    # The seeded stream of batches is replayed from the step the backup holds, so a
+    # resumed run sees exactly the batches an uninterrupted one would have seen.
+    train_data = stream.skip(steps_done)
+
     limit = TrainingLimit(max_steps=max_steps, max_minutes=max_minutes)
     callbacks = [
-        keras.callbacks.BackupAndRestore(os.path.join(output_dir, "backup"),
-                                         save_freq="epoch", delete_checkpoint=False),
+        keras.callbacks.BackupAndRestore(backup_dir, save_freq="epoch",
+                                         double_checkpoint=True, delete_checkpoint=False),
         limit,
         StepCheckpoint(os.path.join(output_dir, "checkpoints"), checkpoint_every,
                        keep_checkpoints),
@@ -141,17 +147,46 @@ def train(
                             every_n_steps=bleu_every, log_dir=os.path.join(output_dir, "logs"))
         callbacks.insert(3, bleu)
 
-    epochs = -(-max_steps // checkpoint_every)
-    history = model.fit(train_data, validation_data=validation_data, epochs=epochs,
-                        steps_per_epoch=checkpoint_every, callbacks=callbacks, verbose=verbose)
+    epochs = initial_epoch + max(0, -(-(max_steps - steps_done) // checkpoint_every))
+    logs = {}
+    if steps_done < max_steps:
+        history = model.fit(train_data, validation_data=validation_data, epochs=epochs,
+                            steps_per_epoch=checkpoint_every, callbacks=callbacks,
+                            verbose=verbose)
+        logs = {key: float(values[-1]) for key, values in history.history.items() if values}
+    else:
+        limit.reason = f"already trained for {steps_done} steps"
     step = int(model.optimizer.iterations.numpy())
     model.save(os.path.join(output_dir, MODEL_FILE))
-    logs = {key: float(values[-1]) for key, values in history.history.items() if values}
     result = {"step": step, "stopped": limit.reason or f"finished {epochs} epochs",
               "logs": logs, "bleu": bleu.history if bleu else [],
               "model": os.path.join(output_dir, MODEL_FILE)}
     logger.info("Training stopped at step %d: %s", step, result["stopped"])
     return result
+
+
+def _restore_backup(model, backup_dir):
+    """Load the newest backup, if any, and return `(optimizer steps, epochs)` it holds.
+
+    `BackupAndRestore` restores the same state again when `fit` starts; reading it here
+    first tells where to resume the data stream and how many epochs remain.
+    """
+    weights = os.path.join(backup_dir, "latest.weights.h5")
+    metadata = os.path.join(backup_dir, "training_metadata.json")
+    if not os.path.exists(weights) or not os.path.exists(metadata):
+        return 0, 0
+    model.optimizer.build(model.trainable_variables)
+    try:
+        model.load_weights(weights)
+    except OSError:  # a kill while writing; BackupAndRestore falls back to the .bkp copy
+        shutil.copyfile(weights + ".bkp", weights)
+        shutil.copyfile(metadata + ".bkp", metadata)
+        model.load_weights(weights)
+    with open(metadata, encoding="utf-8") as file:
+        epoch = json.load(file)["epoch"]
+    steps = int(model.optimizer.iterations.numpy())
+    logger.info("Resuming from %s at step %d (epoch %d).", backup_dir, steps, epoch)
+    return steps, epoch
 
 
 def _load_or_write_config(output_dir, config):
