@@ -11,6 +11,7 @@ __version__ = "0.1.0"
 
 from keras_transformer import (  # noqa: E402
     data,
+    export,
     generation,
     layers,
     losses,
@@ -19,6 +20,7 @@ from keras_transformer import (  # noqa: E402
     optimizers,
     training,
 )
+from keras_transformer.export import export_saved_model  # noqa: E402
 from keras_transformer.generation import Translator, generate, plot_attention  # noqa: E402
 from keras_transformer.layers.attention import MultiHeadAttention  # noqa: E402
 from keras_transformer.layers.decoder import TransformerDecoderBlock  # noqa: E402
@@ -61,6 +63,8 @@ __all__ = [
     "build_transformer",
     "compile_transformer",
     "data",
+    "export",
+    "export_saved_model",
     "generate",
     "generation",
     "label_smoothed_sparse_categorical_crossentropy",

@@ -240,6 +240,30 @@ def _run_average(args):
     print(json.dumps({"model": path, "averaged_steps": steps}))
 
 
+def _add_export(subparsers):
+    parser = subparsers.add_parser(
+        "export", help="write a SavedModel: strings in, translations out",
+        description="Export MODEL_DIR as a SavedModel with signatures serving_default "
+                    "(text -> translation, token_ids, scores), nbest and metadata. It loads "
+                    "with TensorFlow and tensorflow_text alone; see docs/guides/export.md.",
+    )
+    parser.add_argument("--model", required=True, metavar="MODEL_DIR")
+    parser.add_argument("--output", required=True, metavar="EXPORT_DIR")
+    parser.add_argument("--beam-size", type=int, default=4, help="1 is greedy decoding")
+    parser.add_argument("--alpha", type=float, default=0.6, help="beam length penalty")
+    parser.add_argument("--max-length", type=int, default=None,
+                        help="cap on output tokens (default: the training max length)")
+    parser.set_defaults(run=_run_export)
+
+
+def _run_export(args):
+    from keras_transformer.export import export_saved_model
+
+    path = export_saved_model(args.model, args.output, beam_size=args.beam_size,
+                              alpha=args.alpha, max_length=args.max_length)
+    print(json.dumps({"export": path, "beam_size": args.beam_size, "alpha": args.alpha}))
+
+
 def _add_demo(subparsers):
     parser = subparsers.add_parser(
         "demo", help="the main job: prepare, train, evaluate and translate (resumable)",
@@ -288,7 +312,7 @@ def build_parser():
         dest="command", metavar="COMMAND", required=True, parser_class=_Parser
     )
     for add in (_add_prepare, _add_train, _add_evaluate, _add_translate, _add_average,
-                _add_demo):
+                _add_export, _add_demo):
         add(subparsers)
     return parser
 

@@ -1,4 +1,4 @@
-"""The main job behind `make demo`: corpus -> vocabulary -> training -> BLEU -> translations.
+"""The main job behind `make demo`: corpus -> vocabulary -> training -> BLEU -> SavedModel.
 
 Every stage writes into one work folder and is skipped or resumed when run again: the
 prepared data is reused, training continues from its backup, evaluation reruns on the
@@ -64,7 +64,12 @@ def run_demo(workdir="runs/demo", minutes=15.0, corpus=None, max_steps=20_000, m
     scores = evaluate_translator(translator, test_pairs, method=method)
     with open(os.path.join(model_dir, "eval-test.json"), "w", encoding="utf-8") as file:
         json.dump(scores, file, indent=2, ensure_ascii=False)
+
+    from keras_transformer.export import export_saved_model
+
+    export_dir = export_saved_model(translator, os.path.join(workdir, "export"))
     return {
+        "export": export_dir,
         "data": data_dir,
         "model": model_dir,
         "step": training["step"],

@@ -68,6 +68,11 @@ def test_train_resume_evaluate_translate_average(data_dir, tmp_path, capsys, mon
                  "--max-length", "8"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 3  # one line out per line in
 
+    export_dir = str(tmp_path / "export")
+    assert main(["export", "--model", model_dir, "--output", export_dir, "--beam-size", "2",
+                 "--max-length", "8"]) == 0
+    assert os.path.exists(os.path.join(export_dir, "saved_model.pb"))
+
     assert main(["average", "--model", model_dir, "--last", "2"]) == 0
     assert _json_line(capsys)["averaged_steps"] == [4, 6]
     assert os.path.exists(os.path.join(model_dir, "model.unaveraged.keras"))
@@ -80,7 +85,7 @@ def test_train_on_a_folder_without_data_is_a_one_line_error(tmp_path, capsys):
 
 
 def test_every_command_has_help(capsys):
-    for command in ("prepare", "train", "evaluate", "translate", "average", "demo"):
+    for command in ("prepare", "train", "evaluate", "translate", "average", "export", "demo"):
         with pytest.raises(SystemExit) as raised:
             main([command, "--help"])
         assert raised.value.code == 0

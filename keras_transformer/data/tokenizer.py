@@ -54,9 +54,21 @@ class Tokenizer(tf.Module):
             )
         self.model_bytes = bytes(model_bytes)
         self.vocabulary_size = processor.get_piece_size()
-        self._sentencepiece = tensorflow_text.SentencepieceTokenizer(
-            model=self.model_bytes, out_type=tf.int32
-        )
+        self._sentencepiece = self._build()
+
+    def _build(self):
+        return tensorflow_text.SentencepieceTokenizer(model=self.model_bytes, out_type=tf.int32)
+
+    def _run(self, method, inputs):
+        try:
+            return getattr(self._sentencepiece, method)(inputs)
+        except tf.errors.NotFoundError:
+            # `tf.random.set_seed` (and `keras.utils.set_random_seed`) clears the eager
+            # context, which drops the SentencePiece resource: rebuild it once, eagerly.
+            if not tf.executing_eagerly():
+                raise
+            self._sentencepiece = self._build()
+            return getattr(self._sentencepiece, method)(inputs)
 
     @classmethod
     def from_file(cls, path):
@@ -87,7 +99,7 @@ class Tokenizer(tf.Module):
         Returns:
             int32 `tf.RaggedTensor` `(B, None)`, or an int32 tensor `(T,)` for a scalar.
         """
-        return self._sentencepiece.tokenize(strings)
+        return self._run("tokenize", strings)
 
     def detokenize(self, ids):
         """Turns piece ids back into strings, dropping pad, start and end ids.
@@ -102,7 +114,7 @@ class Tokenizer(tf.Module):
             ids = tf.convert_to_tensor(ids)
         ids = tf.cast(ids, tf.int32)
         keep = (ids != PAD_ID) & (ids != START_ID) & (ids != END_ID)
-        return self._sentencepiece.detokenize(tf.ragged.boolean_mask(ids, keep))
+        return self._run("detokenize", tf.ragged.boolean_mask(ids, keep))
 
 
 def train_tokenizer(

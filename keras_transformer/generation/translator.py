@@ -116,13 +116,15 @@ class Translator:
         check_positive_int("batch_size", batch_size)
         sentences = _as_strings(sentences)
         sources = self.encode(sentences) if sentences else []
-        order = sorted(range(len(sources)), key=lambda i: len(sources[i]), reverse=True)
+        # A blank sentence translates to "" without running the model (as the export does).
+        translations = ["" if not text.strip() else None for text in sentences]
+        order = sorted((i for i, text in enumerate(translations) if text is None),
+                       key=lambda i: len(sources[i]), reverse=True)
         starts = range(0, len(order), batch_size)
         if progress or (progress is None and len(starts) > 1):
             from tqdm.auto import tqdm
 
             starts = tqdm(starts, desc="Translating", unit="batch", file=sys.stderr)
-        translations = [None] * len(sources)
         for start in starts:
             indices = order[start : start + batch_size]
             out = self._generate([sources[i] for i in indices], method, options)

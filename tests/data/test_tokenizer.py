@@ -95,3 +95,15 @@ def test_saved_model_keeps_the_tokenizer(small_tokenizer, tmp_path):
     tf.saved_model.save(module, str(tmp_path / "saved"))
     loaded = tf.saved_model.load(str(tmp_path / "saved"))
     assert loaded.round_trip(tf.constant(["Ich bin hier."])).numpy().tolist() == [b"Ich bin hier."]
+
+
+def test_tokenizer_survives_reseeding():
+    import keras
+
+    from keras_transformer.data import train_tokenizer
+
+    tokenizer = train_tokenizer(["Guten Morgen.", "Good morning."] * 10, vocabulary_size=40)
+    before = tokenizer.tokenize(["Guten Morgen."]).to_list()
+    keras.utils.set_random_seed(3)
+    assert tokenizer.tokenize(["Guten Morgen."]).to_list() == before
+    assert tokenizer.detokenize(before).numpy().tolist() == [b"Guten Morgen."]

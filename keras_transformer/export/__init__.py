@@ -1,0 +1,13 @@
+"""SavedModel export with a translate signature, for TensorFlow Serving (TensorFlow-specific).
+
+Example:
+```python
+import keras_transformer as kt
+
+kt.export_saved_model("runs/base", "exports/base/1", beam_size=4, alpha=0.6)
+```
+"""
+
+from keras_transformer.export.saved_model import SIGNATURES, export_saved_model
+
+__all__ = ["SIGNATURES", "export_saved_model"]

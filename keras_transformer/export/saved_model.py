@@ -1,0 +1,266 @@
+"""`export_saved_model`: a SavedModel that translates strings, for TensorFlow Serving.
+
+The export is written with `keras.export.ExportArchive` (this module is
+TensorFlow-specific). It holds three signatures:
+
+- `serving_default`: input `text` (`tf.string` `[None]`); outputs `translation`
+  (`tf.string` `[None]`), `token_ids` (int32 `[None, None]`: the best output without
+  the start token, `END_ID` then `PAD_ID`) and `scores` (float32 `[None]`: its
+  length-penalized log-probability).
+- `nbest`: input `text`; outputs `translations` (`tf.string` `[None, K]`),
+  `token_ids` (int32 `[None, K, None]`) and `scores` (float32 `[None, K]`), best first.
+- `metadata`: no input; outputs `metadata` (a JSON string with the decoding settings
+  fixed at export time) and `tokenizer_model` (the SentencePiece model's bytes).
+
+Decoding is beam search (Section 6.1) with the same cached decoder step, padding
+and length limit as `keras_transformer.generate`, so the SavedModel gives the
+strings that `Translator(..., method="beam")` gives with the same settings: the
+output limit is `min(longest source of the batch + max_length_offset, max_length)`.
+Tokenizing and detokenizing run in a plain `tf.function` (SentencePiece ops have
+no XLA kernels); the search runs in a nested `tf.function(jit_compile=True)`,
+compiled by XLA for each padded shape when the SavedModel is first called with it.
+The batch is padded to a power of two and the source to a multiple of
+`LENGTH_BUCKET`, which bounds the number of compilations.
+
+Input handling: invalid UTF-8 bytes are replaced by U+FFFD before tokenizing;
+sources are cut to `max_sequence_length - 1` pieces plus `END_ID`; an empty or
+whitespace-only sentence gets an empty translation (`token_ids` `[END_ID, 0, ...]`,
+score 0); an empty batch gives empty outputs.
+"""
+
+import json
+import os
+
+import keras
+import tensorflow as tf  # TensorFlow-specific: SavedModel, XLA.
+
+from keras_transformer.generation.beam_search import beam_search
+from keras_transformer.generation.generate import LENGTH_BUCKET, MAX_LENGTH_OFFSET
+from keras_transformer.generation.step import DecoderStep
+from keras_transformer.special_tokens import END_ID, PAD_ID
+from keras_transformer.validation import check_positive_int
+
+SIGNATURES = ("serving_default", "nbest", "metadata")
+
+
+def _round_up(value, multiple):
+    """`value` rounded up to a multiple of `multiple` (int32 tensors)."""
+    return (value + multiple - 1) // multiple * multiple
+
+
+def _max_or_zero(values):
+    """The largest of the int32 `values`, 0 when there are none."""
+    return tf.reduce_max(tf.concat([tf.reshape(values, [-1]), [0]], axis=0))
+
+
+def _load(translator_or_model_dir):
+    """`(model, tokenizer, max_sequence_length)` of a `Translator` or a model directory."""
+    from keras_transformer.generation.translator import Translator
+
+    if isinstance(translator_or_model_dir, (str, os.PathLike)):
+        translator = Translator.from_directory(os.fspath(translator_or_model_dir))
+    elif isinstance(translator_or_model_dir, Translator):
+        translator = translator_or_model_dir
+    else:
+        raise ValueError(
+            "`translator_or_model_dir` must be a `Translator` or the path of a model "
+            "directory (holding model.keras, tokenizer.model and config.json). "
+            f"Received: translator_or_model_dir={translator_or_model_dir!r}"
+        )
+    if not hasattr(translator.tokenizer, "model_bytes"):
+        raise ValueError(
+            "The translator's tokenizer must be a `keras_transformer.data.tokenizer."
+            "Tokenizer` (the SentencePiece model is carried inside the SavedModel). "
+            f"Received: tokenizer={translator.tokenizer!r}"
+        )
+    return translator.model, translator.tokenizer, translator.max_sequence_length
+
+
+class _Translation:
+    """The functions of the export, closed over the model and the decoding settings."""
+
+    def __init__(self, model, tokenizer, beam_size, alpha, max_length, max_length_offset,
+                 max_sequence_length, jit_compile):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.beam_size = beam_size
+        self.alpha = alpha
+        self.max_length = max_length
+        self.max_length_offset = max_length_offset
+        self.max_sequence_length = max_sequence_length
+        self.buffer_length = -(-max_length // LENGTH_BUCKET) * LENGTH_BUCKET
+        if model.position_embedding == "learned":
+            self.buffer_length = min(self.buffer_length, model.max_sequence_length)
+        self.search = tf.function(
+            self._search,
+            input_signature=[tf.TensorSpec([None, None], tf.int32, name="encoder_token_ids"),
+                             tf.TensorSpec([], tf.int32, name="max_steps")],
+            jit_compile=jit_compile, autograph=False,
+        )
+
+    def _search(self, encoder_token_ids, max_steps):
+        step = DecoderStep(self.model, encoder_token_ids, self.buffer_length, self.beam_size)
+        return beam_search(step, tf.shape(encoder_token_ids)[0], self.buffer_length, max_steps,
+                           beam_size=self.beam_size, alpha=self.alpha)
+
+    def encode(self, text):
+        """Padded source ids `(B', S')`, `B` and the mask of empty sources, as `generate`."""
+        text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace")
+        pieces = self.tokenizer.tokenize(text)[:, : self.max_sequence_length - 1]
+        batch_size = tf.shape(text)[0]
+        lengths = tf.cast(pieces.row_lengths(), tf.int32)
+        empty = tf.equal(lengths, 0)
+        ends = tf.fill([batch_size, 1], END_ID)
+        ids = tf.concat([pieces, tf.RaggedTensor.from_tensor(ends)], axis=1).to_tensor(PAD_ID)
+        source_length = tf.shape(ids)[1]
+        padded_source = tf.maximum(_round_up(source_length, LENGTH_BUCKET), 1)
+        if self.model.position_embedding == "learned":
+            padded_source = tf.maximum(
+                tf.minimum(padded_source, self.model.max_sequence_length), source_length)
+        padded_batch = tf.while_loop(lambda p: p < batch_size, lambda p: [p * 2],
+                                     [tf.constant(1)])[0]
+        ids = tf.pad(ids, [[0, padded_batch - batch_size], [0, padded_source - source_length]])
+        filler = (tf.range(padded_batch) >= batch_size)[:, None] & tf.equal(
+            tf.range(padded_source), 0)[None]
+        ids = tf.where(filler, END_ID, ids)  # filler rows: an empty sentence
+        return ids, batch_size, empty, _max_or_zero(lengths) + 1
+
+    def translate(self, text):
+        """The best output and the n-best list of a batch of strings."""
+        ids, batch_size, empty, longest_source = self.encode(text)
+        limit = tf.minimum(longest_source + self.max_length_offset,
+                           self.max_length)
+        out = self.search(ids, limit)
+        nbest_ids = out["nbest_token_ids"][:batch_size]
+        nbest_scores = out["nbest_scores"][:batch_size]
+        # Empty sources: an empty translation, `[END_ID, PAD_ID, ...]`, score 0.
+        only_end = tf.one_hot(0, tf.shape(nbest_ids)[2], on_value=END_ID, off_value=PAD_ID,
+                              dtype=tf.int32)
+        nbest_ids = tf.where(empty[:, None, None], only_end[None, None], nbest_ids)
+        nbest_scores = tf.where(empty[:, None], 0.0, nbest_scores)
+        # Cut to the longest output, as `generate` does.
+        lengths = tf.reduce_sum(tf.cast(nbest_ids != PAD_ID, tf.int32), axis=-1)
+        longest = tf.maximum(_max_or_zero(lengths), 1)
+        nbest_ids = nbest_ids[:, :, :longest]
+        return nbest_ids, nbest_scores
+
+    def detokenize(self, token_ids):
+        """Strings for ids of any rank >= 2 (the last axis is the sequence)."""
+        shape = tf.shape(token_ids)
+        flat = tf.reshape(token_ids, [-1, shape[-1]])
+        return tf.reshape(self.tokenizer.detokenize(flat), shape[:-1])
+
+    def serve(self, text):
+        nbest_ids, nbest_scores = self.translate(text)
+        token_ids = nbest_ids[:, 0]
+        return {"translation": self.detokenize(token_ids), "token_ids": token_ids,
+                "scores": nbest_scores[:, 0]}
+
+    def nbest(self, text):
+        nbest_ids, nbest_scores = self.translate(text)
+        return {"translations": self.detokenize(nbest_ids), "token_ids": nbest_ids,
+                "scores": nbest_scores}
+
+
+def export_saved_model(
+    translator_or_model_dir,
+    path,
+    beam_size=4,
+    alpha=0.6,
+    max_length=None,
+    *,
+    max_sequence_length=None,
+    max_length_offset=MAX_LENGTH_OFFSET,
+    jit_compile=True,
+    verbose=False,
+):
+    """Write a SavedModel that translates a batch of strings with beam search.
+
+    See the module docstring for the signatures. The beam size, `alpha` and the
+    length limits are fixed at export time and returned by the `metadata` signature.
+    The SentencePiece model is carried inside the SavedModel (as a constant of the
+    tracked tokenizer resource), so loading needs TensorFlow and `tensorflow_text` only.
+
+    Args:
+        translator_or_model_dir: a `Translator`, or a model directory written by
+            training (model.keras, tokenizer.model, config.json).
+        path: str. The SavedModel directory to write.
+        beam_size: int. Beam size K. Defaults to `4` (the paper).
+        alpha: float >= 0. Length penalty exponent. Defaults to `0.6` (the paper).
+        max_length: int or `None`. Most output tokens (end token included); the
+            limit of a batch is `min(longest source + max_length_offset, max_length)`.
+            Defaults to `max_sequence_length`.
+        max_sequence_length: int or `None`. Sources are cut to this many ids, end
+            token included. Defaults to the translator's (config.json's), else the
+            model's `max_sequence_length`.
+        max_length_offset: int. The paper's `+ 50`. Defaults to `50`.
+        jit_compile: bool. Compile the search with XLA. Defaults to `True`.
+        verbose: bool. Print the endpoints. Defaults to `False`.
+
+    Returns:
+        `path`.
+
+    Example:
+    ```python
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
+
+    kt.export_saved_model("runs/base", "exports/base/1", beam_size=4, max_length=128)
+    translate = tf.saved_model.load("exports/base/1").signatures["serving_default"]
+    translate(text=tf.constant(["Guter Wein muss reifen."]))["translation"]
+    ```
+    """
+    model, tokenizer, translator_max_sequence_length = _load(translator_or_model_dir)
+    check_positive_int("beam_size", beam_size)
+    if 2 * beam_size > model.vocabulary_size:
+        raise ValueError(
+            f"`beam_size` ({beam_size}) must be at most half the vocabulary size "
+            f"({model.vocabulary_size}). Received: beam_size={beam_size}"
+        )
+    if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or alpha < 0:
+        raise ValueError(f"`alpha` must be a number >= 0. Received: alpha={alpha!r}")
+    if not isinstance(max_length_offset, int) or max_length_offset < 0:
+        raise ValueError("`max_length_offset` must be an int >= 0. "
+                         f"Received: max_length_offset={max_length_offset!r}")
+    if max_sequence_length is None:
+        max_sequence_length = translator_max_sequence_length or model.max_sequence_length
+    check_positive_int("max_sequence_length", max_sequence_length)
+    if max_length is None:
+        max_length = max_sequence_length
+    check_positive_int("max_length", max_length)
+    if model.position_embedding == "learned":
+        # A learned position embedding has no positions beyond the model's limit.
+        max_length = min(max_length, model.max_sequence_length)
+        max_sequence_length = min(max_sequence_length, model.max_sequence_length)
+
+    translation = _Translation(model, tokenizer, beam_size, float(alpha), max_length,
+                               max_length_offset, max_sequence_length, jit_compile)
+    from keras_transformer import __version__
+
+    metadata = json.dumps({
+        "method": "beam",
+        "beam_size": beam_size,
+        "alpha": float(alpha),
+        "max_length": max_length,
+        "max_length_offset": max_length_offset,
+        "max_sequence_length": max_sequence_length,
+        "vocabulary_size": model.vocabulary_size,
+        "jit_compile": bool(jit_compile),
+        "signatures": list(SIGNATURES),
+        "keras_transformer_version": __version__,
+    }, sort_keys=True)
+    model_bytes = tokenizer.model_bytes
+
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    archive.track(tokenizer)  # the SentencePiece resource and its model bytes
+    text = tf.TensorSpec([None], tf.string, name="text")
+    archive.add_endpoint("serving_default", translation.serve, input_signature=[text])
+    archive.add_endpoint("nbest", translation.nbest, input_signature=[text])
+    archive.add_endpoint(
+        "metadata",
+        lambda: {"metadata": tf.constant(metadata), "tokenizer_model": tf.constant(model_bytes)},
+        input_signature=[],
+    )
+    archive.write_out(os.fspath(path), verbose=verbose)
+    return path
