@@ -60,16 +60,21 @@ def select_strategy(name="auto", devices=None):
     check_choice("strategy", name, STRATEGIES)
     if devices is not None and devices > 1:
         split_cpu(devices)
-    gpus = tf.config.list_logical_devices("GPU")
-    cpus = tf.config.list_logical_devices("CPU")
     if name == "multi_worker":
+        # Collective ops must be configured before TensorFlow initializes its devices, so
+        # nothing here may list devices first.
         if "TF_CONFIG" not in os.environ:
             raise ValueError(
                 "`strategy='multi_worker'` needs the TF_CONFIG environment variable "
                 "(cluster and task of this worker); see docs/guides/training.md."
             )
-        json.loads(os.environ["TF_CONFIG"])
+        try:
+            json.loads(os.environ["TF_CONFIG"])
+        except json.JSONDecodeError as error:
+            raise ValueError(f"TF_CONFIG is not valid JSON: {error}") from error
         return tf.distribute.MultiWorkerMirroredStrategy()
+    gpus = tf.config.list_logical_devices("GPU")
+    cpus = tf.config.list_logical_devices("CPU")
     if name == "one_device":
         return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else cpus[0].name)
     replicas = gpus if gpus else cpus
