@@ -7,33 +7,8 @@ import os
 import pytest
 
 from keras_transformer.cli import main
-from keras_transformer.data import load_tsv, write_tsv
+from keras_transformer.data import load_tsv
 from keras_transformer.training import list_checkpoints
-
-SENTENCES = [
-    ("Der Hund schläft.", "The dog sleeps."),
-    ("Die Katze schläft.", "The cat sleeps."),
-    ("Der Hund läuft.", "The dog runs."),
-    ("Die Katze läuft.", "The cat runs."),
-    ("Das Haus ist groß.", "The house is big."),
-    ("Das Haus ist klein.", "The house is small."),
-    ("Ich bin hier.", "I am here."),
-    ("Wir sind hier.", "We are here."),
-]
-
-
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
-    from keras_transformer.data import train_tokenizer
-
-    folder = tmp_path_factory.mktemp("data")
-    pairs = SENTENCES * 8
-    write_tsv(folder / "train.tsv", pairs)
-    write_tsv(folder / "validation.tsv", SENTENCES[:4])
-    write_tsv(folder / "test.tsv", SENTENCES[4:])
-    train_tokenizer([text for pair in pairs for text in pair], str(folder / "tokenizer.model"),
-                    vocabulary_size=60)
-    return str(folder)
 
 
 def _json_line(capsys):
@@ -41,8 +16,8 @@ def _json_line(capsys):
 
 
 @pytest.mark.slow
-def test_train_resume_evaluate_translate_average(data_dir, tmp_path, capsys, monkeypatch):
-    model_dir = str(tmp_path / "model")
+def test_train_resume_evaluate_translate_average(tiny_data_dir, tmp_path, capsys, monkeypatch):
+    data_dir, model_dir = tiny_data_dir, str(tmp_path / "model")
     common = ["train", "--data", data_dir, "--output", model_dir, "--preset", "tiny",
               "--tokens-per-batch", "128", "--max-sequence-length", "16",
               "--checkpoint-every", "2", "--warmup-steps", "10", "--bleu-every", "2"]

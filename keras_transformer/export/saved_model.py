@@ -34,7 +34,7 @@ import os
 import keras
 import tensorflow as tf  # TensorFlow-specific: SavedModel, XLA.
 
-from keras_transformer.generation.beam_search import beam_search
+from keras_transformer.generation.beam_search import beam_search, check_beam_options
 from keras_transformer.generation.generate import LENGTH_BUCKET, MAX_LENGTH_OFFSET
 from keras_transformer.generation.step import DecoderStep
 from keras_transformer.special_tokens import END_ID, PAD_ID
@@ -211,14 +211,7 @@ def export_saved_model(
     ```
     """
     model, tokenizer, translator_max_sequence_length = _load(translator_or_model_dir)
-    check_positive_int("beam_size", beam_size)
-    if 2 * beam_size > model.vocabulary_size:
-        raise ValueError(
-            f"`beam_size` ({beam_size}) must be at most half the vocabulary size "
-            f"({model.vocabulary_size}). Received: beam_size={beam_size}"
-        )
-    if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or alpha < 0:
-        raise ValueError(f"`alpha` must be a number >= 0. Received: alpha={alpha!r}")
+    check_beam_options(model.vocabulary_size, beam_size, alpha)
     if not isinstance(max_length_offset, int) or max_length_offset < 0:
         raise ValueError("`max_length_offset` must be an int >= 0. "
                          f"Received: max_length_offset={max_length_offset!r}")

@@ -17,10 +17,23 @@ reach `log P / lp(max_length)`. With `K = 1` this is exactly greedy search.
 from keras import ops
 
 from keras_transformer.special_tokens import END_ID, PAD_ID, START_ID
+from keras_transformer.validation import check_positive_int
 
 # Score of an empty or invalid slot: far below any real log-probability, yet finite,
 # so sums and divisions never produce NaN.
 EMPTY_SCORE = -1e9
+
+
+def check_beam_options(vocabulary_size, beam_size, alpha):
+    """Raise a `ValueError` naming the argument unless `beam_size` and `alpha` are usable."""
+    check_positive_int("beam_size", beam_size)
+    if 2 * beam_size > vocabulary_size:
+        raise ValueError(
+            f"`beam_size` ({beam_size}) must be at most half the vocabulary size "
+            f"({vocabulary_size}). Received: beam_size={beam_size}"
+        )
+    if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or alpha < 0:
+        raise ValueError(f"`alpha` must be a number >= 0. Received: alpha={alpha!r}")
 
 
 def length_penalty(length, alpha=0.6):

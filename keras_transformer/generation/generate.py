@@ -14,7 +14,7 @@ import keras
 import numpy as np
 import tensorflow as tf  # TensorFlow-specific: tf.function with XLA.
 
-from keras_transformer.generation.beam_search import beam_search
+from keras_transformer.generation.beam_search import beam_search, check_beam_options
 from keras_transformer.generation.greedy import greedy_search
 from keras_transformer.generation.sampling import sample
 from keras_transformer.generation.step import DecoderStep
@@ -50,14 +50,7 @@ def _check_arguments(model, method, max_length, beam_size, alpha, temperature, t
     check_choice("method", method, METHODS)
     if max_length is not None:
         check_positive_int("max_length", max_length)
-    check_positive_int("beam_size", beam_size)
-    if 2 * beam_size > model.vocabulary_size:
-        raise ValueError(
-            f"`beam_size` ({beam_size}) must be at most half the vocabulary size "
-            f"({model.vocabulary_size}). Received: beam_size={beam_size}"
-        )
-    if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or alpha < 0:
-        raise ValueError(f"`alpha` must be a number >= 0. Received: alpha={alpha!r}")
+    check_beam_options(model.vocabulary_size, beam_size, alpha)
     if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not (
         temperature > 0
     ):

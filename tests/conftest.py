@@ -1,4 +1,4 @@
-"""A tiny prepared data folder shared by the training tests."""
+"""Fixtures shared across test packages: a tiny prepared data folder."""
 
 import pytest
 
