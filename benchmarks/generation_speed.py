@@ -24,7 +24,7 @@ from keras_transformer.generation.step import log_probs_of
 
 def uncached_greedy(model, length):
     """The tutorial loop: a full forward pass over the prefix per step (graph mode)."""
-    forward = tf.function(lambda encoder_ids, decoder_ids: model(
+    forward = tf.function(reduce_retracing=True, func=lambda encoder_ids, decoder_ids: model(
         {"encoder_token_ids": encoder_ids, "decoder_token_ids": decoder_ids})[:, -1])
 
     def run(encoder_ids):
