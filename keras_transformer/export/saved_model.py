@@ -35,17 +35,17 @@ import keras
 import tensorflow as tf  # TensorFlow-specific: SavedModel, XLA.
 
 from keras_transformer.generation.beam_search import beam_search, check_beam_options
-from keras_transformer.generation.generate import LENGTH_BUCKET, MAX_LENGTH_OFFSET
+from keras_transformer.generation.generate import (
+    LENGTH_BUCKET,
+    MAX_LENGTH_OFFSET,
+    check_max_length_offset,
+    round_up,
+)
 from keras_transformer.generation.step import DecoderStep
 from keras_transformer.special_tokens import END_ID, PAD_ID
 from keras_transformer.validation import check_positive_int
 
 SIGNATURES = ("serving_default", "nbest", "metadata")
-
-
-def _round_up(value, multiple):
-    """`value` rounded up to a multiple of `multiple` (int32 tensors)."""
-    return (value + multiple - 1) // multiple * multiple
 
 
 def _max_or_zero(values):
@@ -88,7 +88,7 @@ class _Translation:
         self.max_length = max_length
         self.max_length_offset = max_length_offset
         self.max_sequence_length = max_sequence_length
-        self.buffer_length = -(-max_length // LENGTH_BUCKET) * LENGTH_BUCKET
+        self.buffer_length = round_up(max_length, LENGTH_BUCKET)
         if model.position_embedding == "learned":
             self.buffer_length = min(self.buffer_length, model.max_sequence_length)
         self.search = tf.function(
@@ -113,7 +113,7 @@ class _Translation:
         ends = tf.fill([batch_size, 1], END_ID)
         ids = tf.concat([pieces, tf.RaggedTensor.from_tensor(ends)], axis=1).to_tensor(PAD_ID)
         source_length = tf.shape(ids)[1]
-        padded_source = tf.maximum(_round_up(source_length, LENGTH_BUCKET), 1)
+        padded_source = tf.maximum(round_up(source_length, LENGTH_BUCKET), 1)
         if self.model.position_embedding == "learned":
             padded_source = tf.maximum(
                 tf.minimum(padded_source, self.model.max_sequence_length), source_length)
@@ -212,9 +212,7 @@ def export_saved_model(
     """
     model, tokenizer, translator_max_sequence_length = _load(translator_or_model_dir)
     check_beam_options(model.vocabulary_size, beam_size, alpha)
-    if not isinstance(max_length_offset, int) or max_length_offset < 0:
-        raise ValueError("`max_length_offset` must be an int >= 0. "
-                         f"Received: max_length_offset={max_length_offset!r}")
+    check_max_length_offset(max_length_offset)
     if max_sequence_length is None:
         max_sequence_length = translator_max_sequence_length or model.max_sequence_length
     check_positive_int("max_sequence_length", max_sequence_length)

@@ -41,8 +41,18 @@ def default_max_length(encoder_token_ids, offset=MAX_LENGTH_OFFSET):
     return int(lengths.max(initial=0)) + offset
 
 
-def _round_up(value, multiple):
+def round_up(value, multiple):
+    """`value` rounded up to a multiple of `multiple` (Python ints or int tensors)."""
     return -(-value // multiple) * multiple
+
+
+def check_max_length_offset(max_length_offset):
+    """Raise a `ValueError` naming the argument unless it is an int >= 0."""
+    if not isinstance(max_length_offset, int) or max_length_offset < 0:
+        raise ValueError(
+            "`max_length_offset` must be an int >= 0. "
+            f"Received: max_length_offset={max_length_offset!r}"
+        )
 
 
 def _check_arguments(model, method, max_length, beam_size, alpha, temperature, top_k, top_p,
@@ -154,11 +164,7 @@ def generate(
     """
     _check_arguments(model, method, max_length, beam_size, alpha, temperature, top_k, top_p,
                      seed)
-    if not isinstance(max_length_offset, int) or max_length_offset < 0:
-        raise ValueError(
-            "`max_length_offset` must be an int >= 0. "
-            f"Received: max_length_offset={max_length_offset!r}"
-        )
+    check_max_length_offset(max_length_offset)
     ids = keras.ops.convert_to_numpy(encoder_token_ids)
     if ids.ndim != 2:
         raise ValueError(
@@ -176,8 +182,8 @@ def generate(
     limit = default_max_length(ids, max_length_offset)
     if max_length is not None:
         limit = min(limit, max_length)
-    buffer_length = _round_up(limit, LENGTH_BUCKET)
-    padded_source = max(_round_up(source_length, LENGTH_BUCKET), 1)
+    buffer_length = round_up(limit, LENGTH_BUCKET)
+    padded_source = max(round_up(source_length, LENGTH_BUCKET), 1)
     if model.position_embedding == "learned":
         limit = min(limit, model.max_sequence_length)
         buffer_length = min(buffer_length, model.max_sequence_length)
