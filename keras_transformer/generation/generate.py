@@ -138,9 +138,11 @@ def generate(
         max_length_offset: int. The `+ 50` of the default limit.
         beam_size: int. Beam size K (beam search). Defaults to `4` (the paper).
         alpha: float. Length penalty exponent (beam search). Defaults to `0.6`.
-        temperature, top_k, top_p: sampling: divide logits by `temperature`, keep
-            the `top_k` most probable tokens and/or the smallest set holding
-            `top_p` of the probability.
+        temperature: float > 0. Sampling: divide the logits by `temperature`.
+            Defaults to `1.0`.
+        top_k: int or `None`. Sampling: keep only the `top_k` most probable tokens.
+        top_p: float in (0, 1] or `None`. Sampling: keep only the smallest set of most
+            probable tokens holding `top_p` of the probability (nucleus sampling).
         seed: int or `None`. Sampling seed; the same seed gives the same output,
             eagerly or compiled. `None` draws one from NumPy's global generator (so
             `keras.utils.set_random_seed` makes it reproducible).

@@ -75,7 +75,9 @@ def sample(step, batch_size, buffer_length, max_steps, seed, temperature=1.0, to
     Args:
         seed: int or int32 scalar tensor. The same seed gives the same tokens (the
             noise also depends on each sentence's row in the batch).
-        temperature: float > 0. top_k: int or `None`. top_p: float in (0, 1] or `None`.
+        temperature: float > 0. The logits are divided by it.
+        top_k: int or `None`. Keep only the `top_k` most probable tokens.
+        top_p: float in (0, 1] or `None`. Keep only the nucleus holding `top_p`.
 
     Example:
     >>> from keras_transformer.generation.step import DecoderStep

@@ -35,10 +35,13 @@ class MultiHeadAttention(keras.layers.Layer):
             applies dropout only to sub-layer outputs).
 
     Call arguments:
-        query: `(B, T, D)`. value: `(B, S, D)`, defaults to `query`. key: defaults to
-        `value`. attention_mask: boolean keep-mask broadcastable to `(B, T, S)`.
-        cache, cache_update_index: see above. return_attention_scores: also return the
-        weights `(B, N, T, S)`.
+        query: `(B, T, D)`.
+        value: `(B, S, D)`, defaults to `query`.
+        key: defaults to `value`.
+        attention_mask: boolean keep-mask broadcastable to `(B, T, S)`.
+        cache: the key/value cache (see above).
+        cache_update_index: int or `None` (see above).
+        return_attention_scores: bool. Also return the weights `(B, N, T, S)`.
 
     Returns:
         `output`, then the weights if requested, then the updated cache if one was given.

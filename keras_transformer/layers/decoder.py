@@ -21,8 +21,10 @@ class TransformerDecoderBlock(TransformerBlock):
         intermediate_dim: int. Inner size of the feed-forward network (d_ff).
         num_heads: int. Number of attention heads (h); must divide `hidden_dim`.
         dropout: float. Dropout rate (P_drop). Defaults to `0.1`.
-        attention_dropout, activation, layer_norm_epsilon, normalize_first: as in
-            `TransformerEncoderBlock`.
+        attention_dropout: float. Dropout on attention weights. Defaults to `0.0`.
+        activation: feed-forward activation. Defaults to `"relu"`.
+        layer_norm_epsilon: float. Defaults to `1e-6`.
+        normalize_first: bool. Pre-LN instead of the paper's post-LN. Defaults to `False`.
 
     Call arguments:
         decoder_sequence: float tensor `(B, T, hidden_dim)`.

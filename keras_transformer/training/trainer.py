@@ -58,10 +58,12 @@ def train(
     Args:
         data_dir: folder with `train.tsv`, `validation.tsv` and `tokenizer.model`.
         output_dir: the model folder (created; reused to resume).
-        preset: a key of `PRESETS`. model_overrides: keyword overrides of the preset.
+        preset: a key of `PRESETS`.
         max_steps: optimizer steps in total, over every run on this folder.
         max_minutes: stop this run after so many minutes (the folder stays resumable).
-        strategy, devices: see `select_strategy`. precision: see `set_precision`.
+        strategy: see `select_strategy`.
+        devices: see `select_strategy`.
+        precision: see `set_precision`.
         tokens_per_batch: token budget per replica and side; the global batch is
             `tokens_per_batch * num_replicas` (Keras splits it between replicas).
         checkpoint_every: steps between checkpoints, backups and validation passes.
@@ -69,6 +71,7 @@ def train(
             checkpoint; `0`: never) on the first `bleu_sentences` validation pairs.
         jit_compile: XLA-compile the train step (off by default: XLA under a
             distribution strategy is not supported everywhere).
+        **model_overrides: keyword overrides of the preset (e.g. `dropout=0.0`).
 
     Returns:
         A dict: the final step, why training stopped, the last logs and BLEU history.
