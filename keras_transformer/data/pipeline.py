@@ -76,6 +76,17 @@ def encode_pairs(pairs, tokenizer, max_sequence_length=256, long_sequences="drop
 
     Returns:
         A `tf.data.Dataset` of examples as returned by `teacher_forcing`.
+
+    Example:
+    >>> from keras_transformer.data import train_tokenizer
+    >>> tokenizer = train_tokenizer(["Guten Tag.", "Good day.", "Danke.", "Thanks."] * 5,
+    ...                             vocabulary_size=40)
+    >>> examples = encode_pairs([("Danke.", "Thanks.")], tokenizer, max_sequence_length=16)
+    >>> features, labels = next(iter(examples))
+    >>> tokenizer.detokenize(features["encoder_token_ids"][:-1]).numpy()
+    b'Danke.'
+    >>> int(features["encoder_token_ids"][-1]), int(features["decoder_token_ids"][0])
+    (3, 2)
     """
     if long_sequences not in _LONG_SEQUENCES:
         raise ValueError(
@@ -150,6 +161,19 @@ def batch_by_token_budget(
     Returns:
         A `tf.data.Dataset` of `({"encoder_token_ids": (B, S), "decoder_token_ids":
         (B, T)}, labels (B, T))`, all int32.
+
+    Example:
+    >>> from keras_transformer.data import train_tokenizer
+    >>> tokenizer = train_tokenizer(["Guten Tag.", "Good day.", "Danke.", "Thanks."] * 5,
+    ...                             vocabulary_size=40)
+    >>> examples = encode_pairs([("Guten Tag.", "Good day."), ("Danke.", "Thanks.")] * 8,
+    ...                         tokenizer, max_sequence_length=16)
+    >>> batches = batch_by_token_budget(examples, tokens_per_batch=32, max_sequence_length=16)
+    >>> all(features["encoder_token_ids"].shape.num_elements() <= 32
+    ...     for features, _ in batches)
+    True
+    >>> sum(int(labels.shape[0]) for _, labels in batches)
+    16
     """
     _check_positive("max_sequence_length", max_sequence_length, minimum=2)
     _check_positive("batch_size_multiple", batch_size_multiple, minimum=1)

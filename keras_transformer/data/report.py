@@ -25,6 +25,12 @@ def unknown_share(tokenizer, texts, batch_size=4096):
 
     Returns:
         float in `[0, 1]`; `0.0` for no pieces.
+
+    Example:
+    >>> from keras_transformer.data import train_tokenizer
+    >>> tokenizer = train_tokenizer(["Guten Tag.", "Good day."] * 5, vocabulary_size=30)
+    >>> unknown_share(tokenizer, ["Guten Tag."]), unknown_share(tokenizer, ["Zz"])
+    (0.0, 0.5)
     """
     unknown = total = 0
     for start in range(0, len(texts), batch_size):
@@ -89,6 +95,16 @@ def compare_padding(pairs, tokenizer, tokens_per_batch=25_000, max_sequence_leng
 
     Returns:
         Dict with `"bucketed"` and `"naive"`, each as from `batch_statistics`.
+
+    Example:
+    >>> from keras_transformer.data import train_tokenizer
+    >>> pairs = [("Ja.", "Yes."), ("Wie spät ist es heute Abend?", "What time is it tonight?")]
+    >>> tokenizer = train_tokenizer([text for pair in pairs for text in pair] * 5,
+    ...                             vocabulary_size=50)
+    >>> result = compare_padding(pairs * 8, tokenizer, tokens_per_batch=64,
+    ...                          max_sequence_length=32)
+    >>> result["bucketed"]["padding_efficiency"], result["naive"]["sentences"]
+    (1.0, 16)
     """
     pairs = list(pairs)
     random.Random(seed).shuffle(pairs)
