@@ -10,6 +10,18 @@ def average_checkpoints(model, directory, last=5):
 
     Returns the steps that were averaged. Non-float weights (counters) keep the value
     of the newest checkpoint.
+
+    Example:
+    >>> import os, tempfile, keras
+    >>> model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1, use_bias=False)])
+    >>> folder = tempfile.mkdtemp()
+    >>> for step, value in ((1, 1.0), (2, 2.0), (3, 6.0)):
+    ...     model.set_weights([np.array([[value]])])
+    ...     model.save_weights(os.path.join(folder, f"ckpt-{step:08d}.weights.h5"))
+    >>> average_checkpoints(model, folder, last=2)
+    [2, 3]
+    >>> model.get_weights()[0].tolist()
+    [[4.0]]
     """
     if not isinstance(last, int) or last < 1:
         raise ValueError(f"`last` must be a positive integer. Received: last={last!r}")

@@ -11,7 +11,16 @@ CHECKPOINT_PATTERN = "ckpt-{step:08d}.weights.h5"
 
 
 def list_checkpoints(directory):
-    """Checkpoint files in `directory`, oldest first, as `(step, path)`."""
+    """Checkpoint files in `directory`, oldest first, as `(step, path)`.
+
+    Example:
+    >>> import tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> for step in (20, 3):
+    ...     open(os.path.join(folder, CHECKPOINT_PATTERN.format(step=step)), "w").close()
+    >>> [(step, os.path.basename(path)) for step, path in list_checkpoints(folder)]
+    [(3, 'ckpt-00000003.weights.h5'), (20, 'ckpt-00000020.weights.h5')]
+    """
     found = []
     for path in glob.glob(os.path.join(directory, "ckpt-*.weights.h5")):
         match = re.search(r"ckpt-(\d+)\.weights\.h5$", path)
@@ -25,6 +34,16 @@ class StepCheckpoint(keras.callbacks.Callback):
 
     Files are `ckpt-<step>.weights.h5`, the input of checkpoint averaging
     (`average_checkpoints`, Section 6.1 of the paper).
+
+    Example:
+    >>> import tempfile
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(optimizer="sgd", loss="mse")
+    >>> folder = tempfile.mkdtemp()
+    >>> _ = model.fit(np.ones((8, 2)), np.ones((8, 1)), batch_size=2, verbose=0,
+    ...               callbacks=[StepCheckpoint(folder, every_n_steps=2, keep=1)])
+    >>> [step for step, _ in list_checkpoints(folder)]
+    [4]
     """
 
     def __init__(self, directory, every_n_steps=1000, keep=5):
@@ -49,7 +68,17 @@ class StepCheckpoint(keras.callbacks.Callback):
 
 
 class TrainingLimit(keras.callbacks.Callback):
-    """Stop once the optimizer reaches `max_steps` or after `max_minutes` of this run."""
+    """Stop once the optimizer reaches `max_steps` or after `max_minutes` of this run.
+
+    Example:
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(optimizer="sgd", loss="mse")
+    >>> limit = TrainingLimit(max_steps=3)
+    >>> _ = model.fit(np.ones((16, 2)), np.ones((16, 1)), batch_size=2, epochs=5,
+    ...               verbose=0, callbacks=[limit])
+    >>> int(model.optimizer.iterations.numpy()), limit.reason
+    (3, 'reached 3 steps')
+    """
 
     def __init__(self, max_steps=None, max_minutes=None):
         super().__init__()
@@ -81,6 +110,17 @@ class BleuCallback(keras.callbacks.Callback):
     `translate` maps a list of source strings to a list of hypotheses (for example
     `Translator(model, tokenizer).translate`). The score goes into the epoch logs as
     `val_bleu` and, with `log_dir`, into TensorBoard.
+
+    Example:
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(optimizer="sgd", loss="mse")
+    >>> echo = lambda sources: ["the cat sat on the mat"] * len(sources)
+    >>> bleu = BleuCallback(echo, ["die Katze saß auf der Matte"], ["the cat sat on the mat"],
+    ...                     every_n_steps=2)
+    >>> _ = model.fit(np.ones((8, 2)), np.ones((8, 1)), batch_size=2, verbose=0,
+    ...               callbacks=[bleu])
+    >>> [(step, round(score)) for step, score in bleu.history]
+    [(2, 100), (4, 100)]
     """
 
     def __init__(self, translate, sources, references, every_n_steps=1000, log_dir=None):

@@ -22,6 +22,14 @@ def split_cpu(devices):
 
     Raises:
         RuntimeError: TensorFlow already initialized its devices in this process.
+
+    Example (too late: listing the devices initializes TensorFlow):
+    >>> len(tf.config.list_logical_devices("CPU")) >= 1
+    True
+    >>> split_cpu(7)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    RuntimeError: Cannot split the CPU into 7 devices: TensorFlow is already initialized...
     """
     check_positive_int("devices", devices)
     cpu = tf.config.list_physical_devices("CPU")[0]
