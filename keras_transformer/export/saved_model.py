@@ -209,6 +209,22 @@ def export_saved_model(
     translate = tf.saved_model.load("exports/base/1").signatures["serving_default"]
     translate(text=tf.constant(["Guter Wein muss reifen."]))["translation"]
     ```
+
+    The same with an untrained model and a tokenizer trained on the spot:
+    >>> import tempfile
+    >>> from keras_transformer.data import train_tokenizer
+    >>> from keras_transformer.generation import Translator
+    >>> from keras_transformer.models import build_transformer
+    >>> tokenizer = train_tokenizer(["Guten Tag.", "Good day."] * 5, vocabulary_size=30)
+    >>> model = build_transformer("tiny", vocabulary_size=30, num_layers=1)
+    >>> path = export_saved_model(Translator(model, tokenizer), tempfile.mkdtemp() + "/1",
+    ...                           beam_size=2, max_length=4, max_sequence_length=16)
+    >>> loaded = tf.saved_model.load(path)
+    >>> json.loads(loaded.signatures["metadata"]()["metadata"].numpy())["beam_size"]
+    2
+    >>> out = loaded.signatures["serving_default"](text=tf.constant(["Guten Tag.", " "]))
+    >>> out["translation"].shape, out["translation"].numpy()[1]
+    (TensorShape([2]), b'')
     """
     model, tokenizer, translator_max_sequence_length = _load(translator_or_model_dir)
     check_beam_options(model.vocabulary_size, beam_size, alpha)

@@ -35,6 +35,16 @@ class Translator:
     translator = Translator.from_directory("runs/base")
     translator.translate(["Guter Wein muss reifen."])
     ```
+
+    The same with an untrained model and a tokenizer trained on the spot:
+    >>> from keras_transformer.data import train_tokenizer
+    >>> from keras_transformer.models import build_transformer
+    >>> tokenizer = train_tokenizer(["Guten Tag.", "Good day."] * 5, vocabulary_size=30)
+    >>> model = build_transformer("tiny", vocabulary_size=30, num_layers=1)
+    >>> translator = Translator(model, tokenizer, method="greedy", max_length=5)
+    >>> translations = translator.translate(["Guten Tag.", " "])
+    >>> len(translations), isinstance(translations[0], str), translations[1]
+    (2, True, '')
     """
 
     def __init__(self, model, tokenizer, method="beam", batch_size=32, max_sequence_length=None,

@@ -75,6 +75,23 @@ def train(
 
     Returns:
         A dict: the final step, why training stopped, the last logs and BLEU history.
+
+    Example (two steps of a one-layer model on a folder written on the spot):
+    >>> import tempfile
+    >>> from keras_transformer.data import train_tokenizer, write_tsv
+    >>> data_dir, output_dir = tempfile.mkdtemp(), tempfile.mkdtemp()
+    >>> pairs = [("Guten Tag.", "Good day."), ("Danke.", "Thanks.")] * 4
+    >>> write_tsv(os.path.join(data_dir, "train.tsv"), pairs)
+    >>> write_tsv(os.path.join(data_dir, "validation.tsv"), pairs[:2])
+    >>> _ = train_tokenizer([text for pair in pairs for text in pair],
+    ...                     os.path.join(data_dir, "tokenizer.model"), vocabulary_size=30)
+    >>> result = train(data_dir, output_dir, preset="tiny", max_steps=2, tokens_per_batch=64,
+    ...                max_sequence_length=16, checkpoint_every=2, bleu_every=0, verbose=0,
+    ...                num_layers=1)
+    >>> result["step"], result["stopped"]
+    (2, 'reached 2 steps')
+    >>> {"model.keras", "config.json", "checkpoints"} <= set(os.listdir(output_dir))
+    True
     """
     if preset not in PRESETS:
         raise ValueError(f"`preset` must be one of {sorted(PRESETS)}. Received: preset={preset!r}")
