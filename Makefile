@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CORPUS := /usr/share/trans/de-en
 DEMO_MINUTES ?= 15
 
-.PHONY: demo test lint corpus install bench
+.PHONY: demo test lint corpus install bench docs
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,9 @@ test: $(STAMP) corpus lint
 
 demo: $(STAMP) corpus
 	KERAS_BACKEND=tensorflow TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/keras-transformer demo --minutes $(DEMO_MINUTES)
+
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 bench: $(STAMP) corpus
 	KERAS_BACKEND=tensorflow TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python benchmarks/run.py
