@@ -18,7 +18,8 @@ def label_smoothed_sparse_categorical_crossentropy(
     minimum is that entropy, not 0. Computed in float32 whatever the logits' dtype.
 
     Args:
-        y_true: int `(B, T)`. y_pred: logits `(B, T, V)`.
+        y_true: int `(B, T)`. Target ids.
+        y_pred: float `(B, T, V)`. Logits.
         label_smoothing: float. eps_ls. Defaults to `0.1` (the paper).
         ignore_class: int or `None`. Target id that contributes nothing (padding).
 
