@@ -6,6 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CORPUS := /usr/share/trans/de-en
 DEMO_MINUTES ?= 15
+BENCH_MINUTES ?= 12
 
 .PHONY: demo test lint corpus install bench docs
 
@@ -40,4 +41,4 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 bench: $(STAMP) corpus
-	KERAS_BACKEND=tensorflow TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python benchmarks/run.py
+	KERAS_BACKEND=tensorflow TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python benchmarks/run.py --minutes $(BENCH_MINUTES)

@@ -1,16 +1,22 @@
-"""Target tokens per second of cached generation against an uncached greedy loop.
+"""Target tokens per second of cached generation against uncached baselines.
 
-The baseline is the TensorFlow-tutorial loop: at every step the whole model runs
+The first baseline is the TensorFlow-tutorial loop: at every step the whole model runs
 over the source and the prefix generated so far (a `tf.function` with dynamic
-shapes, traced once). Cached greedy and beam search are `kt.generate` compiled with
-XLA (and, for comparison, eagerly). The model is randomly initialised (outputs then run
-to the `--length` cap) or, with `--model-dir`, a trained model folder.
+shapes, traced once). The second is KerasHub's `GreedySampler` and `BeamSampler` driving
+the KerasHub model of the same size (`keras_hub_baseline.py`: the decoder runs over the
+whole fixed-length prompt each step, compiled with XLA). Cached greedy and beam search
+are `kt.generate` compiled with XLA (and, for comparison, eagerly). The models are
+randomly initialised (outputs then mostly run to the `--length` cap) or, with
+`--model-dir`, ours is a trained model folder (the KerasHub rows are then left out).
 
     python benchmarks/generation_speed.py --preset base --length 64
     python benchmarks/generation_speed.py --model-dir runs/demo/model --length 64
 """
 
 import argparse
+import json
+import os
+import sys
 import time
 
 import keras
@@ -20,6 +26,8 @@ import tensorflow as tf
 import keras_transformer as kt
 from keras_transformer.generation import generate
 from keras_transformer.generation.step import log_probs_of
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def uncached_greedy(model, length):
@@ -51,6 +59,53 @@ def tokens_per_second(run, encoder_ids, repeats):
     return count / (time.perf_counter() - start)
 
 
+def benchmark(preset="small", vocabulary_size=8000, source_length=24, length=32,
+              batch_sizes=(1, 32), repeats=2, model_dir=None, keras_hub=True,
+              max_sequence_length=128, minutes=10.0):
+    """Tokens/s of every method at every batch size; rows are skipped past `minutes`."""
+    keras.utils.set_random_seed(0)
+    if model_dir:
+        model = keras.models.load_model(os.path.join(model_dir, "model.keras"))
+        preset, vocabulary_size, keras_hub = model_dir, model.vocabulary_size, False
+    else:
+        model = kt.build_transformer(preset, vocabulary_size=vocabulary_size, dropout=0.0)
+    runs = {
+        "uncached greedy (tutorial loop)": uncached_greedy(model, length),
+        "cached greedy, eager": lambda ids: generate(
+            model, ids, "greedy", max_length=length, jit_compile=False)["token_ids"],
+        "cached greedy, XLA": lambda ids: generate(
+            model, ids, "greedy", max_length=length)["token_ids"],
+        "cached beam 4, XLA": lambda ids: generate(
+            model, ids, "beam", beam_size=4, max_length=length)["token_ids"],
+    }
+    if keras_hub:
+        from keras_hub_baseline import build_keras_hub_transformer, sampler_search
+
+        baseline = build_keras_hub_transformer(preset, vocabulary_size=vocabulary_size,
+                                               max_sequence_length=max_sequence_length,
+                                               dropout=0.0)
+        greedy, beam = sampler_search(baseline, "greedy"), sampler_search(baseline, "beam")
+        runs["KerasHub GreedySampler, XLA"] = lambda ids: greedy(ids, length + 1)
+        runs["KerasHub BeamSampler 4, XLA"] = lambda ids: beam(ids, length + 1)
+    deadline = time.monotonic() + 60 * minutes
+    rows = []
+    rng = np.random.default_rng(0)
+    for batch_size in batch_sizes:
+        ids = rng.integers(4, vocabulary_size, (batch_size, source_length))
+        ids[:, -1] = kt.END_ID
+        ids = ids.astype("int32")
+        for name, run in runs.items():
+            row = {"batch_size": batch_size, "method": name}
+            if time.monotonic() > deadline:
+                row["error"] = "skipped: out of time"
+            else:
+                row["target_tokens_per_second"] = tokens_per_second(run, ids, repeats)
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
+    return {"preset": preset, "vocabulary_size": vocabulary_size,
+            "source_length": source_length, "length": length, "rows": rows}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="small")
@@ -60,39 +115,17 @@ def main():
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 32])
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--model-dir", default=None, help="a trained model folder instead")
+    parser.add_argument("--minutes", type=float, default=10.0)
     args = parser.parse_args()
-
-    keras.utils.set_random_seed(0)
-    if args.model_dir:
-        import os
-
-        model = keras.models.load_model(os.path.join(args.model_dir, "model.keras"))
-        args.preset, args.vocabulary_size = args.model_dir, model.vocabulary_size
-    else:
-        model = kt.build_transformer(args.preset, vocabulary_size=args.vocabulary_size,
-                                     dropout=0.0)
-    baseline = uncached_greedy(model, args.length)
-    runs = {
-        "uncached greedy": baseline,
-        "cached greedy": lambda ids: generate(model, ids, "greedy", max_length=args.length,
-                                              jit_compile=False)["token_ids"],
-        "cached greedy XLA": lambda ids: generate(model, ids, "greedy",
-                                                  max_length=args.length)["token_ids"],
-        "cached beam 4": lambda ids: generate(model, ids, "beam", beam_size=4,
-                                              max_length=args.length)["token_ids"],
-    }
-    print(f"preset={args.preset} V={args.vocabulary_size} S={args.source_length} "
-          f"L={args.length} devices={[d.device_type for d in tf.config.list_logical_devices()]}")
-    print(f"{'batch':>5} {'method':<18} {'tokens/s':>10} {'vs uncached':>12}")
-    rng = np.random.default_rng(0)
-    for batch_size in args.batch_sizes:
-        ids = rng.integers(4, args.vocabulary_size, (batch_size, args.source_length))
-        ids[:, -1] = kt.END_ID
-        ids = ids.astype("int32")
-        speeds = {name: tokens_per_second(run, ids, args.repeats) for name, run in runs.items()}
-        for name, speed in speeds.items():
-            ratio = speed / speeds["uncached greedy"]
-            print(f"{batch_size:>5} {name:<18} {speed:>10.1f} {ratio:>11.1f}x", flush=True)
+    result = benchmark(args.preset, args.vocabulary_size, args.source_length, args.length,
+                       args.batch_sizes, args.repeats, args.model_dir, minutes=args.minutes)
+    speeds = {}
+    print(f"{'batch':>5} {'method':<32} {'tokens/s':>10} {'vs uncached':>12}")
+    for row in result["rows"]:
+        speed = row.get("target_tokens_per_second", float("nan"))
+        speeds[row["batch_size"], row["method"]] = speed
+        ratio = speed / speeds[row["batch_size"], "uncached greedy (tutorial loop)"]
+        print(f"{row['batch_size']:>5} {row['method']:<32} {speed:>10.1f} {ratio:>11.1f}x")
 
 
 if __name__ == "__main__":

@@ -1,53 +1,244 @@
-"""Training throughput (target tokens per second) for float32 against mixed_bfloat16.
+"""Training throughput: target (non-pad) tokens per second, ours against the KerasHub baseline.
 
-Both precisions train the same preset on the same fixed batches (random ids, no padding),
-one after the other in one process, so the ratio is fair on a shared machine.
+Both models train on the same real batches of the Ding training data, cut by our
+pipeline (`keras_transformer.data.make_dataset`, the demo's token budget and length
+limit), with the same loss, optimizer and schedule (`compile_transformer`). Each
+configuration (model, precision, `jit_compile`) runs in its own process, so its peak
+memory (maximum resident set size) is its own and no compiled state carries over. A
+pass over the batches traces and compiles every shape; the timed passes that follow
+are the steady state. The baseline also runs on the recipe's own batching, every
+sentence padded to the length limit, to price the bucketing lever.
 
-    python benchmarks/training_speed.py --preset small --batch-size 128 --length 32 --steps 20
+    python benchmarks/training_speed.py --data runs/data --batches 8
 """
 
 import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
 import time
 
-import keras
 import numpy as np
 
-import keras_transformer as kt
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+MODELS = ("ours", "keras_hub")
+PRECISIONS = ("float32", "mixed_bfloat16")
+RECIPE_BATCH_SIZE = 64  # the keras.io recipe's batch size
 
 
-def tokens_per_second(preset, dtype, batches, steps, jit_compile):
-    keras.utils.set_random_seed(0)
-    model = kt.build_transformer(preset, vocabulary_size=8000, dtype=dtype)
-    kt.compile_transformer(model, warmup_steps=100, jit_compile=jit_compile)
-    inputs, labels = batches
-    model.train_on_batch(inputs, labels)  # tracing and compilation
-    start = time.perf_counter()
-    for _ in range(steps):
-        model.train_on_batch(inputs, labels)
-    return steps * labels.size / (time.perf_counter() - start)
+def real_batches(data_dir, count, tokens_per_batch, max_sequence_length, seed=0, spacing=8):
+    """`count` batches of our pipeline over `train.tsv`, every `spacing`-th of the stream.
+
+    Returns a list of `(features, labels)` NumPy batches.
+    """
+    from keras_transformer.data import Tokenizer, load_tsv, make_dataset
+
+    tokenizer = Tokenizer.from_file(os.path.join(data_dir, "tokenizer.model"))
+    pairs = load_tsv(os.path.join(data_dir, "train.tsv"))
+    stream = make_dataset(pairs, tokenizer, tokens_per_batch, max_sequence_length, seed=seed,
+                          batch_size_multiple=1)
+    batches = stream.take(count * spacing).as_numpy_iterator()
+    return [batch for index, batch in enumerate(batches) if index % spacing == 0]
+
+
+def regroup(batches, batch_size, length=None):
+    """The sentences of `batches` in their order, `batch_size` a batch, padded to `length`
+    (the recipe's fixed length) or, with `None`, to the longest sentence of each batch."""
+    rows = []
+    for features, labels in batches:
+        for i in range(len(labels)):
+            rows.append(tuple(np.trim_zeros(ids[i], "b") for ids in (
+                features["encoder_token_ids"], features["decoder_token_ids"], labels)))
+    grouped = []
+    for start in range(0, len(rows), batch_size):
+        chunk = rows[start : start + batch_size]
+        padded = []
+        for side in range(3):
+            width = length or max(len(row[side]) for row in chunk)
+            array = np.zeros((len(chunk), width), "int32")
+            for i, row in enumerate(chunk):
+                array[i, : len(row[side])] = row[side]
+            padded.append(array)
+        grouped.append(({"encoder_token_ids": padded[0], "decoder_token_ids": padded[1]},
+                        padded[2]))
+    return grouped
+
+
+def padding_efficiency(batches):
+    """`keras_transformer.data.batch_statistics` of a list of NumPy batches."""
+    import tensorflow as tf
+
+    from keras_transformer.data import batch_statistics
+
+    spec = tf.TensorSpec((None, None), tf.int32)
+    dataset = tf.data.Dataset.from_generator(
+        lambda: iter(batches),
+        output_signature=({"encoder_token_ids": spec, "decoder_token_ids": spec}, spec))
+    return batch_statistics(dataset)
+
+
+def target_tokens(batches):
+    import keras_transformer as kt
+
+    return int(sum(np.sum(labels != kt.PAD_ID) for _, labels in batches))
+
+
+def build(model, preset, vocabulary_size, max_sequence_length, **overrides):
+    """Our `Transformer` or the KerasHub baseline, the same size."""
+    import keras_transformer as kt
+
+    if model == "ours":
+        return kt.build_transformer(preset, vocabulary_size=vocabulary_size, **overrides)
+    from keras_hub_baseline import build_keras_hub_transformer
+
+    return build_keras_hub_transformer(preset, vocabulary_size=vocabulary_size,
+                                       max_sequence_length=max_sequence_length, **overrides)
+
+
+def measure(model, precision, jit_compile, batches, preset="small", vocabulary_size=8000,
+            max_sequence_length=128, passes=1, warmup_steps=300, **overrides):
+    """Train one configuration in this process; tokens/s of the first and the steady passes."""
+    import keras
+
+    from keras_transformer.training import compile_transformer, set_precision
+
+    set_precision(precision)
+    try:
+        keras.utils.set_random_seed(0)
+        network = build(model, preset, vocabulary_size, max_sequence_length, **overrides)
+        compile_transformer(network, warmup_steps=warmup_steps, jit_compile=jit_compile)
+        start = time.perf_counter()
+        for features, labels in batches:  # traces and compiles every shape
+            logs = network.train_on_batch(features, labels, return_dict=True)
+        first = time.perf_counter() - start
+        start = time.perf_counter()
+        for _ in range(passes):
+            for features, labels in batches:
+                logs = network.train_on_batch(features, labels, return_dict=True)
+        steady = time.perf_counter() - start
+    finally:
+        set_precision("float32")
+    tokens = target_tokens(batches)
+    return {
+        "model": model, "precision": precision, "jit_compile": jit_compile,
+        "parameters": int(network.count_params()), "steps": passes * len(batches),
+        "target_tokens_per_second": passes * tokens / steady,
+        "first_pass_tokens_per_second": tokens / first,
+        "first_pass_seconds": first, "steady_seconds": steady,
+        "loss": float(logs["loss"]),
+    }
+
+
+def run_in_subprocess(config, batches_file, timeout):
+    """`measure` in a fresh Python process; adds its peak memory (MiB)."""
+    command = [sys.executable, os.path.abspath(__file__), "--worker", json.dumps(config),
+               "--batches-file", batches_file]
+    env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {**config, "error": f"timed out after {timeout:.0f} s"}
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode or not lines:
+        return {**config, "error": (done.stderr.strip().splitlines() or ["no output"])[-1]}
+    return json.loads(lines[-1])
+
+
+def save_batches(batches, path):
+    arrays = {}
+    for i, (features, labels) in enumerate(batches):
+        arrays[f"encoder_{i}"] = features["encoder_token_ids"]
+        arrays[f"decoder_{i}"] = features["decoder_token_ids"]
+        arrays[f"labels_{i}"] = labels
+    np.savez(path, **arrays)
+
+
+def load_batches(path):
+    with np.load(path) as arrays:
+        count = len([name for name in arrays.files if name.startswith("labels_")])
+        return [({"encoder_token_ids": arrays[f"encoder_{i}"],
+                  "decoder_token_ids": arrays[f"decoder_{i}"]}, arrays[f"labels_{i}"])
+                for i in range(count)]
+
+
+def benchmark(data_dir="runs/data", preset="small", batches=8, passes=1, tokens_per_batch=4096,
+              max_sequence_length=128, models=MODELS, precisions=PRECISIONS,
+              jit_compiles=(False, True), recipe_batching=True, minutes=10.0, **overrides):
+    """Every configuration, one process each, within about `minutes` in all.
+
+    Returns a dict: `batching` (padding efficiency of our bucketing, padding to the
+    longest sentence and the recipe's fixed length, over the same sentences), `runs`
+    (one dict per configuration) and `flops_per_target_token` (see `mfu.py`).
+    """
+    from mfu import model_config, training_flops_per_token
+
+    from keras_transformer.data import Tokenizer
+
+    vocabulary_size = Tokenizer.from_file(os.path.join(data_dir, "tokenizer.model")
+                                          ).vocabulary_size
+    ours = real_batches(data_dir, batches, tokens_per_batch, max_sequence_length)
+    sentences = sum(len(labels) for _, labels in ours)
+    recipe = regroup(ours, RECIPE_BATCH_SIZE, max_sequence_length)
+    batching = {
+        "bucketed (ours)": padding_efficiency(ours),
+        f"pad to longest, {RECIPE_BATCH_SIZE} a batch": padding_efficiency(
+            regroup(ours, RECIPE_BATCH_SIZE)),
+        f"recipe: pad to {max_sequence_length}, {RECIPE_BATCH_SIZE} a batch":
+            padding_efficiency(recipe),
+    }
+    configs = [dict(model=m, precision=p, jit_compile=j, batching="bucketed")
+               for p in precisions for j in jit_compiles for m in models]
+    if recipe_batching and "keras_hub" in models:
+        configs.append(dict(model="keras_hub", precision="float32", jit_compile=False,
+                            batching="recipe"))
+    deadline = time.monotonic() + 60 * minutes
+    runs = []
+    with tempfile.TemporaryDirectory() as folder:
+        files = {"bucketed": os.path.join(folder, "bucketed.npz"),
+                 "recipe": os.path.join(folder, "recipe.npz")}
+        save_batches(ours, files["bucketed"])
+        save_batches(recipe[: len(ours)], files["recipe"])
+        for config in configs:
+            left = deadline - time.monotonic()
+            if left < 20:
+                runs.append({**config, "error": "skipped: out of time"})
+                continue
+            worker = {**config, "preset": preset, "vocabulary_size": vocabulary_size,
+                      "max_sequence_length": max_sequence_length, "passes": passes, **overrides}
+            result = run_in_subprocess(worker, files[config["batching"]], left)
+            result["batching"] = worker["batching"]
+            runs.append(result)
+            print(json.dumps(result), file=sys.stderr, flush=True)
+    config = model_config(preset, vocabulary_size, **overrides)
+    return {"preset": preset, "batches": len(ours), "sentences": sentences,
+            "tokens_per_batch": tokens_per_batch, "max_sequence_length": max_sequence_length,
+            "flops_per_target_token": training_flops_per_token(config, ours),
+            "batching": batching, "runs": runs}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default="runs/data")
     parser.add_argument("--preset", default="small")
-    parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--length", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--jit-compile", action="store_true")
+    parser.add_argument("--batches", type=int, default=8, help="distinct batches per pass")
+    parser.add_argument("--passes", type=int, default=1, help="timed passes after the first")
+    parser.add_argument("--minutes", type=float, default=10.0, help="bound for all configs")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--batches-file", help=argparse.SUPPRESS)
     args = parser.parse_args()
-
-    rng = np.random.default_rng(0)
-    source = rng.integers(4, 8000, (args.batch_size, args.length)).astype("int32")
-    target = rng.integers(4, 8000, (args.batch_size, args.length)).astype("int32")
-    batches = ({"encoder_token_ids": source, "decoder_token_ids": target}, target)
-    print(f"preset={args.preset} batch={args.batch_size} length={args.length} "
-          f"jit_compile={args.jit_compile}")
-    speeds = {}
-    for dtype in ("float32", "mixed_bfloat16"):
-        speeds[dtype] = tokens_per_second(args.preset, dtype, batches, args.steps,
-                                          args.jit_compile)
-        print(f"{dtype:>15}: {speeds[dtype]:8.0f} target tokens/s "
-              f"({speeds[dtype] / speeds['float32']:.2f}x float32)", flush=True)
+    if args.worker:
+        config = json.loads(args.worker)
+        config.pop("batching", None)
+        result = measure(batches=load_batches(args.batches_file), **config)
+        result["peak_memory_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(json.dumps(result), flush=True)
+        return
+    print(json.dumps(benchmark(args.data, args.preset, args.batches, args.passes,
+                               minutes=args.minutes), indent=2))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,151 @@
+"""Quality under the same wall-clock budget: our model against the KerasHub baseline.
+
+Our side is `keras_transformer.training.train` with the demo's recipe
+(`keras_transformer.demo.DEMO_TRAINING`). The baseline (`keras_hub_baseline.py`, the
+same size) trains in an equivalent loop: the same data folder, tokenizer and seeded
+stream of batches, the same loss, optimizer, schedule and precision, validation at the
+same interval, and the same time limit (`TrainingLimit`). Each side runs in its own
+process, one after the other. Both are then scored on the test split with sacrebleu
+(`keras_transformer.evaluation`), decoding greedily: ours with `kt.generate`, the
+baseline with KerasHub's `GreedySampler`.
+
+    python benchmarks/quality.py --minutes 12 --data runs/data --output runs/bench/quality
+"""
+
+import argparse
+import inspect
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+SIDES = ("ours", "keras_hub")
+METHOD = "greedy"
+
+
+def recipe():
+    """The demo's training recipe, split into `train` arguments and model overrides."""
+    from keras_transformer.demo import DEMO_TRAINING
+    from keras_transformer.training import train
+
+    parameters = inspect.signature(train).parameters
+    arguments = {key: value for key, value in DEMO_TRAINING.items() if key in parameters}
+    overrides = {key: value for key, value in DEMO_TRAINING.items() if key not in parameters}
+    return arguments, overrides
+
+
+def train_ours(data_dir, output_dir, minutes):
+    """`train` with the demo's recipe for `minutes`; returns the trained `Translator`."""
+    from keras_transformer.demo import DEMO_TRAINING
+    from keras_transformer.generation import Translator
+    from keras_transformer.training import train
+
+    result = train(data_dir, output_dir, max_steps=10**7, max_minutes=minutes, verbose=0,
+                   **DEMO_TRAINING)
+    return Translator.from_directory(output_dir), result["step"], result["logs"]
+
+
+def train_keras_hub(data_dir, minutes):
+    """The baseline trained like `train` does ours; returns its `KerasHubTranslator`."""
+    import keras
+    from keras_hub_baseline import KerasHubTranslator, build_keras_hub_transformer
+
+    from keras_transformer.data import Tokenizer, load_tsv, make_dataset
+    from keras_transformer.training import TrainingLimit, compile_transformer, set_precision
+    from keras_transformer.training.trainer import train
+
+    arguments, overrides = recipe()
+    defaults = {name: parameter.default
+                for name, parameter in inspect.signature(train).parameters.items()}
+    settings = {**defaults, **arguments}
+    keras.utils.set_random_seed(settings["seed"])
+    set_precision(settings["precision"])
+    tokenizer = Tokenizer.from_file(os.path.join(data_dir, "tokenizer.model"))
+    length = settings["max_sequence_length"]
+    stream = make_dataset(load_tsv(os.path.join(data_dir, "train.tsv")), tokenizer,
+                          settings["tokens_per_batch"], length, seed=settings["seed"],
+                          repeat=True, batch_size_multiple=1)
+    validation = make_dataset(load_tsv(os.path.join(data_dir, "validation.tsv")), tokenizer,
+                              settings["tokens_per_batch"], length, long_sequences="truncate",
+                              shuffle=False, batch_size_multiple=1)
+    model = build_keras_hub_transformer(settings["preset"],
+                                        vocabulary_size=tokenizer.vocabulary_size,
+                                        max_sequence_length=length, **overrides)
+    compile_transformer(model, warmup_steps=settings["warmup_steps"],
+                        learning_rate_scale=settings["learning_rate_scale"],
+                        label_smoothing=settings["label_smoothing"],
+                        jit_compile=settings["jit_compile"])
+    history = model.fit(stream, validation_data=validation, epochs=10**6,
+                        steps_per_epoch=settings["checkpoint_every"], verbose=0,
+                        callbacks=[TrainingLimit(max_minutes=minutes),
+                                   keras.callbacks.TerminateOnNaN()])
+    logs = {key: float(values[-1]) for key, values in history.history.items() if values}
+    translator = KerasHubTranslator(model, tokenizer, max_sequence_length=length)
+    return translator, int(model.optimizer.iterations.numpy()), logs
+
+
+def run_side(side, data_dir, output_dir, minutes):
+    """Train one side for `minutes`, then score it on `test.tsv`; returns a dict."""
+    from keras_transformer.data import load_tsv
+    from keras_transformer.evaluation import evaluate_translator
+
+    start = time.monotonic()
+    if side == "ours":
+        shutil.rmtree(output_dir, ignore_errors=True)  # a fresh run, not a resumed one
+        translator, steps, logs = train_ours(data_dir, output_dir, minutes)
+    else:
+        translator, steps, logs = train_keras_hub(data_dir, minutes)
+    trained = time.monotonic() - start
+    test_pairs = load_tsv(os.path.join(data_dir, "test.tsv"))
+    scores = evaluate_translator(translator, test_pairs, method=METHOD, progress=False)
+    return {"side": side, "minutes": minutes, "steps": steps,
+            "train_loss": logs.get("loss"), "validation_loss": logs.get("val_loss"),
+            "training_seconds": trained, "evaluation_seconds": time.monotonic() - start - trained,
+            **{key: scores[key] for key in ("bleu", "chrf", "signature", "sentences", "method")},
+            "examples": scores["examples"][:3]}
+
+
+def benchmark(minutes=12.0, data_dir="runs/data", output_dir="runs/bench/quality",
+              sides=SIDES):
+    """Both sides, each in a fresh process, one after the other; a dict per side."""
+    arguments, overrides = recipe()
+    results = {"minutes_per_model": minutes, "method": METHOD,
+               "recipe": {**arguments, **overrides}}
+    env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    for side in sides:
+        command = [sys.executable, os.path.abspath(__file__), "--side", side, "--minutes",
+                   str(minutes), "--data", data_dir, "--output", output_dir]
+        # Evaluation and saving come on top of the budget; the timeout only catches hangs.
+        done = subprocess.run(command, capture_output=True, text=True, env=env,
+                              timeout=60 * minutes + 1800)
+        lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+        if done.returncode or not lines:
+            results[side] = {"error": (done.stderr.strip().splitlines() or ["no output"])[-1]}
+        else:
+            results[side] = json.loads(lines[-1])
+        print(json.dumps({side: results[side]}), file=sys.stderr, flush=True)
+    return results
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=12.0, help="training budget per model")
+    parser.add_argument("--data", default="runs/data")
+    parser.add_argument("--output", default="runs/bench/quality")
+    parser.add_argument("--side", choices=SIDES, help="run one side in this process")
+    args = parser.parse_args()
+    if args.side:
+        result = run_side(args.side, args.data, os.path.join(args.output, args.side),
+                          args.minutes)
+        print(json.dumps(result, ensure_ascii=False), flush=True)
+    else:
+        print(json.dumps(benchmark(args.minutes, args.data, args.output), indent=2,
+                         ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,288 @@
+"""`make bench`: every benchmark on this machine in one run, as JSON and a markdown table.
+
+Sections (each bounded in time): `training` (tokens/s, padding efficiency, peak memory,
+MFU; `training_speed.py`), `peak` (the matmul peaks MFU is measured against; `mfu.py`),
+`translation` (`generation_speed.py`) and `quality` (BLEU and chrF after the same
+training budget; `quality.py`). Results go to `runs/bench/results.json` and
+`results.md`, and the markdown replaces the part of `docs/results.md` between
+`<!-- bench:start -->` and `<!-- bench:end -->`. With `--only`, the other sections are
+kept from the previous `results.json`.
+
+    python benchmarks/run.py --minutes 12                 # the quality budget per model
+    python benchmarks/run.py --only quality --minutes 12
+"""
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+SECTIONS = ("training", "peak", "translation", "quality")
+START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+UNCACHED = "uncached greedy (tutorial loop)"
+PEAK_DTYPE = {"float32": "float32", "mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}
+
+
+def machine():
+    """What the figures were measured on."""
+    import keras
+    import keras_hub
+    import tensorflow as tf
+
+    cpu = platform.processor() or platform.machine()
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as file:
+            names = [line.split(":", 1)[1].strip() for line in file
+                     if line.startswith("model name")]
+        cpu = names[0] if names else cpu
+    return {"cpu": cpu, "cores": os.cpu_count(), "tensorflow": tf.__version__,
+            "keras": keras.__version__, "keras_hub": keras_hub.__version__,
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+
+
+def run_section(name, args):
+    if name == "training":
+        from training_speed import benchmark
+
+        return benchmark(args.data, args.preset, args.batches, minutes=args.section_minutes)
+    if name == "peak":
+        from mfu import matmul_peak
+
+        return {dtype: matmul_peak(dtype) for dtype in ("float32", "bfloat16")}
+    if name == "translation":
+        from generation_speed import benchmark
+
+        return benchmark(args.preset, minutes=args.section_minutes)
+    from quality import benchmark
+
+    return benchmark(args.minutes, args.data, os.path.join(args.output, "quality"))
+
+
+# --- markdown -------------------------------------------------------------------------
+
+
+def _table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return lines
+
+
+def _ratio(a, b):
+    return f"{a / b:.2f}x" if a and b else "n/a"
+
+
+def _speed(runs, model, precision, jit_compile, batching="bucketed"):
+    for run in runs:
+        if (run.get("model"), run.get("precision"), run.get("jit_compile"),
+                run.get("batching")) == (model, precision, jit_compile, batching):
+            return run.get("target_tokens_per_second")
+    return None
+
+
+def training_markdown(training, peak):
+    runs = training["runs"]
+    per_token = training["flops_per_target_token"]
+    lines = [
+        "### Training throughput", "",
+        f"Preset `{training['preset']}`, the same {training['batches']} batches of the Ding "
+        f"training data ({training['sentences']} sentences, our token-budget bucketing at "
+        f"{training['tokens_per_batch']} tokens a side) for every row but the last; "
+        "target (non-pad) tokens/s in steady state (after a first pass that traces and "
+        f"compiles every shape). Model FLOPs: {per_token / 1e6:.1f} M per target token "
+        "(matmuls only, real tokens only, forward + backward; `benchmarks/mfu.py`). "
+        "MFU is against the measured matmul peak of the same dtype. Peak memory is the "
+        "process's maximum resident set (TensorFlow's own ~2 GiB included).", "",
+    ]
+    rows = []
+    for run in runs:
+        if "error" in run:
+            rows.append([run["model"], run["precision"], run["jit_compile"], run["batching"],
+                         run["error"], "", "", "", ""])
+            continue
+        speed = run["target_tokens_per_second"]
+        other = _speed(runs, "keras_hub", run["precision"], run["jit_compile"])
+        versus = _ratio(speed, other) if run["model"] == "ours" else ""
+        mfu = ""
+        if peak and PEAK_DTYPE.get(run["precision"]) in peak:
+            mfu = f"{100 * speed * per_token / peak[PEAK_DTYPE[run['precision']]]:.1f}%"
+        rows.append([run["model"], run["precision"], run["jit_compile"], run["batching"],
+                     f"{speed:,.0f}", versus, f"{run['first_pass_tokens_per_second']:,.0f}",
+                     f"{run['peak_memory_mib']:,.0f}", mfu])
+    lines += _table(["model", "precision", "jit_compile", "batches", "tokens/s",
+                     "ours vs KerasHub", "first pass tokens/s", "peak MiB", "MFU"], rows)
+    levers = [
+        ("length bucketing (KerasHub model, float32)",
+         _speed(runs, "keras_hub", "float32", False),
+         _speed(runs, "keras_hub", "float32", False, "recipe")),
+        ("mixed_bfloat16 (ours, no XLA)", _speed(runs, "ours", "mixed_bfloat16", False),
+         _speed(runs, "ours", "float32", False)),
+        ("XLA (ours, float32)", _speed(runs, "ours", "float32", True),
+         _speed(runs, "ours", "float32", False)),
+        ("XLA (ours, mixed_bfloat16)", _speed(runs, "ours", "mixed_bfloat16", True),
+         _speed(runs, "ours", "mixed_bfloat16", False)),
+    ]
+    best = max((run for run in runs if run.get("model") == "ours" and "error" not in run),
+               key=lambda run: run["target_tokens_per_second"], default=None)
+    if best:
+        levers.append((f"end to end: ours ({best['precision']}, jit_compile="
+                       f"{best['jit_compile']}) vs the recipe (float32, its batching)",
+                       best["target_tokens_per_second"],
+                       _speed(runs, "keras_hub", "float32", False, "recipe")))
+    lines += ["", *_table(["lever", "speed-up"],
+                          [[name, _ratio(a, b)] for name, a, b in levers])]
+    lines += ["", "Padding efficiency (real tokens / all tokens, both sides) of the same "
+              "sentences batched three ways:", ""]
+    lines += _table(["batching", "batches", "padding efficiency"],
+                    [[name, stats["batches"], f"{100 * stats['padding_efficiency']:.1f}%"]
+                     for name, stats in training["batching"].items()])
+    return lines
+
+
+def markdown(results):
+    """The markdown report of a `results` dict (any subset of the sections)."""
+    info = results.get("machine", {})
+    lines = ["## Benchmarks", "",
+             f"Measured by `make bench` on {info.get('cpu', '?')} ({info.get('cores', '?')} "
+             f"cores), TensorFlow {info.get('tensorflow', '?')}, Keras {info.get('keras', '?')},"
+             f" KerasHub {info.get('keras_hub', '?')}, {info.get('date', '?')}.", ""]
+    peak = results.get("peak")
+    if peak:
+        lines += ["Matmul peak of this machine (2048 x 2048 x 2048, best of 3 s): " + ", ".join(
+            f"{dtype} {value / 1e9:,.0f} GFLOP/s" for dtype, value in peak.items()) + ".", ""]
+    if "training" in results:
+        lines += training_markdown(results["training"], peak) + [""]
+    if "translation" in results:
+        translation = results["translation"]
+        lines += ["### Translation throughput", "",
+                  f"Preset `{translation['preset']}`, random weights, "
+                  f"{translation['source_length']} source ids, at most {translation['length']} "
+                  "output tokens; target tokens/s. "
+                  "The KerasHub rows run its samplers on the KerasHub model.", ""]
+        uncached = {row["batch_size"]: row.get("target_tokens_per_second")
+                    for row in translation["rows"] if row["method"] == UNCACHED}
+        rows = []
+        for row in translation["rows"]:
+            speed = row.get("target_tokens_per_second")
+            rows.append([row["batch_size"], row["method"],
+                         f"{speed:,.1f}" if speed else row.get("error", ""),
+                         _ratio(speed, uncached.get(row["batch_size"]))])
+        lines += _table(["batch", "method", "tokens/s", "vs uncached greedy loop"], rows)
+        lines.append("")
+    if "quality" in results:
+        quality = results["quality"]
+        lines += ["### Quality under the same training budget", "",
+                  f"{quality['minutes_per_model']:g} minutes of training each on this machine, "
+                  "the demo's recipe (`DEMO_TRAINING`), the same tokenizer, batches and "
+                  f"schedule; sacrebleu on the Ding test split, {quality['method']} decoding.",
+                  ""]
+        rows = []
+        for side, name in (("ours", "ours"), ("keras_hub", "KerasHub baseline")):
+            entry = quality.get(side, {})
+            if "error" in entry or not entry:
+                rows.append([name, entry.get("error", "not run"), "", "", "", ""])
+                continue
+            rows.append([name, entry["steps"], _round(entry["train_loss"]),
+                         _round(entry["validation_loss"]), entry["bleu"], entry["chrf"]])
+        lines += _table(["model", "steps", "train loss", "validation loss", "BLEU", "chrF"],
+                        rows)
+        lines.append("")
+    lines += ["### Goals", ""] + [f"- {goal}" for goal in goals(results)]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _round(value):
+    return "" if value is None else f"{value:.3f}"
+
+
+def goals(results):
+    """The issue's targets, each marked met or not met from the figures."""
+    out = []
+
+    def mark(text, value, target):
+        verdict = "met" if value is not None and value >= target else "NOT met"
+        shown = "n/a" if value is None else f"{value:.2f}"
+        out.append(f"{text}: {shown} (target {target:g}) - {verdict}")
+
+    runs = results.get("training", {}).get("runs", [])
+    for precision in ("float32", "mixed_bfloat16"):
+        for jit in (False, True):
+            ours = _speed(runs, "ours", precision, jit)
+            theirs = _speed(runs, "keras_hub", precision, jit)
+            if ours and theirs:
+                mark(f"training tokens/s, ours / KerasHub, {precision}, jit_compile={jit}, "
+                     "same batches", ours / theirs, 1.5)
+    rows = results.get("translation", {}).get("rows", [])
+    speed = {(row["batch_size"], row["method"]): row.get("target_tokens_per_second")
+             for row in rows}
+    for batch in sorted({row["batch_size"] for row in rows}):
+        base = speed.get((batch, UNCACHED))
+        greedy, beam = speed.get((batch, "cached greedy, XLA")), speed.get(
+            (batch, "cached beam 4, XLA"))
+        if base and greedy and batch == 32:
+            mark("cached greedy / uncached loop at batch 32", greedy / base, 10)
+        if base and beam:
+            mark(f"beam 4 / uncached greedy loop at batch {batch}", beam / base, 3)
+    quality = results.get("quality", {})
+    if "bleu" in quality.get("ours", {}) and "bleu" in quality.get("keras_hub", {}):
+        mark("BLEU ours - KerasHub (points)",
+             quality["ours"]["bleu"] - quality["keras_hub"]["bleu"], 3)
+    return out
+
+
+def write_docs(text, path):
+    """Replace the text between the bench markers of `path` (created if absent)."""
+    block = f"{START}\n{text}{END}"
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as file:
+            page = file.read()
+    else:
+        page = "# Results\n"
+    if START in page and END in page:
+        page = page[: page.index(START)] + block + page[page.index(END) + len(END):]
+    else:
+        page = page.rstrip("\n") + "\n\n" + block + "\n"
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w", encoding="utf-8") as file:
+        file.write(page)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=12.0,
+                        help="training budget per model of the quality section")
+    parser.add_argument("--section-minutes", type=float, default=10.0,
+                        help="bound of each of the training and translation sections")
+    parser.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS))
+    parser.add_argument("--data", default="runs/data")
+    parser.add_argument("--preset", default="small")
+    parser.add_argument("--batches", type=int, default=8, help="training batches per pass")
+    parser.add_argument("--output", default="runs/bench")
+    parser.add_argument("--docs", default="docs/results.md")
+    args = parser.parse_args()
+
+    path = os.path.join(args.output, "results.json")
+    results = {}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as file:
+            results = json.load(file)
+    results["machine"] = machine()
+    for name in SECTIONS:
+        if name in args.only:
+            print(f"--- {name}", flush=True)
+            results[name] = run_section(name, args)
+    os.makedirs(args.output, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as file:
+        json.dump(results, file, indent=2, ensure_ascii=False)
+    text = markdown(results)
+    with open(os.path.join(args.output, "results.md"), "w", encoding="utf-8") as file:
+        file.write(text)
+    write_docs(text, args.docs)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

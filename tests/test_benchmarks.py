@@ -1,0 +1,176 @@
+"""Smoke tests of `benchmarks/` at tiny sizes: the KerasHub baseline, FLOPs, the report."""
+
+import doctest
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "benchmarks")
+sys.path.insert(0, BENCHMARKS)
+
+pytestmark = pytest.mark.slow
+
+
+def tiny_batch():
+    rng = np.random.default_rng(0)
+    source = rng.integers(4, 50, (3, 6)).astype("int32")
+    labels = rng.integers(4, 50, (3, 5)).astype("int32")
+    source[2, 4:], labels[2, 3:] = 0, 0
+    labels[:, -1] = np.where(labels[:, -1] == 0, 0, 3)
+    decoder = np.concatenate([np.full((3, 1), 2, "int32"), labels[:, :-1]], axis=1)
+    decoder[labels == 0] = 0
+    return {"encoder_token_ids": source, "decoder_token_ids": decoder}, labels
+
+
+def test_docstring_examples():
+    import keras_hub_baseline
+    import mfu
+
+    for module in (keras_hub_baseline, mfu):
+        failed, attempted = doctest.testmod(module, extraglobs={"np": np})
+        assert attempted > 0 and failed == 0, module.__name__
+
+
+def test_baseline_trains_one_step_on_our_batch_like_ours():
+    from training_speed import build
+
+    import keras_transformer as kt
+
+    features, labels = tiny_batch()
+    losses = {}
+    for name in ("ours", "keras_hub"):
+        model = build(name, "tiny", vocabulary_size=50, max_sequence_length=16)
+        kt.compile_transformer(model, warmup_steps=10)
+        before = [np.array(w) for w in model.trainable_weights]
+        losses[name] = model.train_on_batch(features, labels, return_dict=True)["loss"]
+        after = model.trainable_weights
+        assert any(not np.allclose(a, np.array(b)) for a, b in zip(before, after, strict=True))
+    # Both start near log(V) with label smoothing: the same loss on the same batch.
+    for loss in losses.values():
+        assert 2.0 < loss < 6.0
+
+
+def test_sampler_paths_decode_and_xla_matches_eager():
+    from keras_hub_baseline import build_keras_hub_transformer, sampler_search
+
+    model = build_keras_hub_transformer("tiny", vocabulary_size=50, max_sequence_length=16,
+                                        dropout=0.0)
+    source, _ = tiny_batch()
+    greedy = sampler_search(model, "greedy")(source["encoder_token_ids"], 9)
+    eager = sampler_search(model, "greedy", jit_compile=False)(source["encoder_token_ids"], 9)
+    beam = sampler_search(model, "beam", beam_size=3)(source["encoder_token_ids"], 9)
+    assert greedy.shape == beam.shape == (3, 8) and greedy.dtype == np.int32
+    np.testing.assert_array_equal(greedy, eager)
+    for tokens in (greedy, beam):  # nothing after an end token
+        ended = np.cumsum(tokens == 3, axis=1) - (tokens == 3) > 0
+        assert np.all(tokens[ended] == 0)
+    with pytest.raises(ValueError, match="'greedy' or 'beam'"):
+        sampler_search(model, "sample")
+
+
+def test_keras_hub_translator_translates_strings(tiny_data_dir):
+    from keras_hub_baseline import KerasHubTranslator, build_keras_hub_transformer
+
+    from keras_transformer.data import Tokenizer
+
+    tokenizer = Tokenizer.from_file(os.path.join(tiny_data_dir, "tokenizer.model"))
+    model = build_keras_hub_transformer("tiny", vocabulary_size=tokenizer.vocabulary_size,
+                                        max_sequence_length=32)
+    out = KerasHubTranslator(model, tokenizer, max_sequence_length=32).translate(
+        ["Der Hund schläft.", "", "Ich bin hier."], method="greedy")
+    assert len(out) == 3 and out[1] == "" and all(isinstance(text, str) for text in out)
+
+
+def test_flops_per_token_matches_a_hand_count():
+    from mfu import forward_flops, training_flops_per_token
+
+    config = {"num_layers": 1, "hidden_dim": 2, "intermediate_dim": 4, "vocabulary_size": 10}
+    s, t = 3, 2
+    # Encoder (S=3): Q, K, V, O are (3x2)@(2x2): 4 * 3*2*2 MACs; QK^T (3x2)@(2x3) and
+    # AV (3x3)@(3x2): 2 * 18 MACs; FFN (3x2)@(2x4) and (3x4)@(4x2): 2 * 24 MACs.
+    encoder = 4 * 12 + 2 * 18 + 2 * 24
+    # Decoder (T=2): self Q, K, V, O 4 * 8; self QK^T and AV 2 * 8; cross Q, O 2 * 8;
+    # cross K, V over the source 2 * 12; cross QK^T (2x2)@(2x3) and AV 2 * 12; FFN 2 * 16;
+    # output projection (2x2)@(2x10) 40.
+    decoder = 4 * 8 + 2 * 8 + 2 * 8 + 2 * 12 + 2 * 12 + 2 * 16 + 40
+    macs = encoder + decoder
+    assert forward_flops(config, [s], [t]).tolist() == [2.0 * macs]
+    features = {"encoder_token_ids": np.array([[5, 6, 3], [5, 3, 0]])}
+    labels = np.array([[7, 3], [3, 0]])
+    both = forward_flops(config, [3, 2], [2, 1]).sum()
+    assert training_flops_per_token(config, [(features, labels)]) == pytest.approx(3 * both / 3)
+
+
+def test_regroup_keeps_tokens_and_pads_to_the_fixed_length():
+    from training_speed import regroup, target_tokens
+
+    batches = [tiny_batch(), tiny_batch()]
+    fixed = regroup(batches, batch_size=4, length=16)
+    assert [len(labels) for _, labels in fixed] == [4, 2]
+    assert all(labels.shape[1] == 16 for _, labels in fixed)
+    assert target_tokens(fixed) == target_tokens(batches)
+    longest = regroup(batches, batch_size=4)
+    assert longest[0][0]["encoder_token_ids"].shape[1] == 6
+
+
+def test_markdown_report_and_docs_section(tmp_path):
+    import run
+
+    run_row = {"precision": "float32", "jit_compile": False, "batching": "bucketed",
+               "first_pass_tokens_per_second": 10.0, "peak_memory_mib": 2000.0}
+    results = {
+        "machine": {"cpu": "Test CPU", "cores": 2},
+        "peak": {"float32": 1e11, "bfloat16": 2e11},
+        "training": {
+            "preset": "tiny", "batches": 2, "sentences": 10, "tokens_per_batch": 64,
+            "flops_per_target_token": 1e6,
+            "batching": {"bucketed (ours)": {"batches": 2, "padding_efficiency": 0.9}},
+            "runs": [{**run_row, "model": "ours", "target_tokens_per_second": 3000.0},
+                     {**run_row, "model": "keras_hub", "target_tokens_per_second": 1000.0}],
+        },
+        "translation": {"preset": "tiny", "source_length": 8, "length": 8, "rows": [
+            {"batch_size": 32, "method": run.UNCACHED, "target_tokens_per_second": 10.0},
+            {"batch_size": 32, "method": "cached greedy, XLA", "target_tokens_per_second": 50.0},
+            {"batch_size": 32, "method": "cached beam 4, XLA", "target_tokens_per_second": 40.0},
+        ]},
+        "quality": {"minutes_per_model": 1, "method": "greedy",
+                    "ours": {"steps": 5, "train_loss": 5.0, "validation_loss": 5.5,
+                             "bleu": 10.0, "chrf": 30.0},
+                    "keras_hub": {"error": "boom"}},
+    }
+    text = run.markdown(results)
+    assert "| ours | float32 | False | bucketed | 3,000 | 3.00x | 10 | 2,000 | 3.0% |" in text
+    assert "| 32 | cached greedy, XLA | 50.0 | 5.00x |" in text
+    assert "ours / KerasHub, float32, jit_compile=False, same batches: 3.00 (target 1.5) - met" \
+        in text
+    assert "cached greedy / uncached loop at batch 32: 5.00 (target 10) - NOT met" in text
+    assert "| KerasHub baseline | boom |" in text
+
+    page = tmp_path / "results.md"
+    page.write_text(f"# Results\n\nbefore\n\n{run.START}\nold\n{run.END}\n\nafter\n")
+    run.write_docs(text, str(page))
+    written = page.read_text()
+    assert "old" not in written and "before" in written and "after" in written
+    assert written.count(run.START) == 1 and "### Goals" in written
+    missing = tmp_path / "new.md"
+    run.write_docs("x\n", str(missing))
+    assert missing.read_text() == f"# Results\n\n{run.START}\nx\n{run.END}\n"
+
+
+def test_gpu_script_smoke_runs_on_cpu():
+    env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2",
+           "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run([sys.executable, os.path.join(BENCHMARKS, "gpu.py"), "--smoke",
+                           "--minutes", "0.4"], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout[done.stdout.index("{"):])
+    assert [run["precision"] for run in result["training"]] == ["mixed_float16",
+                                                                "mixed_bfloat16"]
+    assert all(run["target_tokens_per_second"] > 0 for run in result["training"])
+    assert any("target_tokens_per_second" in row for row in result["translation"]["rows"])
