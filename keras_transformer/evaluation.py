@@ -31,7 +31,28 @@ def score_translations(hypotheses, references):
 
 
 def evaluate_translator(translator, pairs, method="beam", progress=True, **generate_kwargs):
-    """Translate the sources of `pairs` and score them; adds `examples` (first 10)."""
+    """Translate the sources of `pairs` and score them; adds `examples` (first 10).
+
+    Args:
+        translator: a `Translator` (anything with `translate(sources, method=...,
+            progress=..., **options)` -> list of str).
+        pairs: list of `(source, reference)` string pairs.
+        method: decoding method. Defaults to `"beam"` (the paper).
+        progress: bool. Show a progress bar.
+        **generate_kwargs: passed to `translate` (e.g. `beam_size=8`).
+
+    Returns:
+        The dict of `score_translations`, plus `method` and `examples`.
+
+    Example:
+    >>> class Echo:  # a stand-in translator that returns its input
+    ...     def translate(self, sources, method, progress):
+    ...         return list(sources)
+    >>> result = evaluate_translator(Echo(), [("a b c d", "a b c d"), ("x y", "z y")],
+    ...                              progress=False)
+    >>> result["sentences"], result["method"], result["examples"][1]["translation"]
+    (2, 'beam', 'x y')
+    """
     pairs = list(pairs)
     if not pairs:
         raise ValueError("`pairs` is empty: nothing to evaluate.")
