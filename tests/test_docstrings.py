@@ -1,7 +1,8 @@
 """Every public class and function has a docstring with a runnable `>>>` example.
 
 "Public" means listed in `keras_transformer.__all__` or a subpackage's `__all__`, plus
-the functions of public modules listed there (such as `keras_transformer.layers.masking`).
+the functions of public modules listed there (such as `keras_transformer.layers.masking`)
+and of `MODULES` (such as `keras_transformer.evaluation`).
 The examples themselves run as doctests (`pytest --doctest-modules keras_transformer`).
 """
 
@@ -23,6 +24,8 @@ SUBPACKAGES = (
     "optimizers",
     "training",
 )
+# Public modules outside `__all__` whose functions are documented in the API reference.
+MODULES = ("evaluation",)
 
 
 def _public_names(module):
@@ -41,7 +44,7 @@ def public_objects():
     """Every public class and function of the package, once each, by its first name."""
     found, seen = {}, set()
     modules = [keras_transformer] + [
-        importlib.import_module(f"keras_transformer.{name}") for name in SUBPACKAGES
+        importlib.import_module(f"keras_transformer.{name}") for name in SUBPACKAGES + MODULES
     ]
     while modules:
         module = modules.pop(0)
@@ -61,7 +64,8 @@ PUBLIC = public_objects()
 def test_the_walk_finds_the_public_api():
     for name in ("keras_transformer.Transformer", "keras_transformer.generate",
                  "keras_transformer.data.make_dataset", "keras_transformer.training.train",
-                 "keras_transformer.layers.masking.causal_mask"):
+                 "keras_transformer.layers.masking.causal_mask",
+                 "keras_transformer.evaluation.score_translations"):
         assert name in PUBLIC
     assert len(PUBLIC) > 50
 
