@@ -8,9 +8,11 @@ from keras_transformer.training.callbacks import (
     list_checkpoints,
 )
 from keras_transformer.training.compile import compile_transformer
+from keras_transformer.training.custom_loop import fit_with_custom_loop
 from keras_transformer.training.strategy import (
     PRECISIONS,
     STRATEGIES,
+    is_chief,
     select_strategy,
     set_precision,
     split_cpu,
@@ -25,6 +27,8 @@ __all__ = [
     "TrainingLimit",
     "average_checkpoints",
     "compile_transformer",
+    "fit_with_custom_loop",
+    "is_chief",
     "list_checkpoints",
     "select_strategy",
     "set_precision",

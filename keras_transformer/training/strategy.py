@@ -104,3 +104,22 @@ def set_precision(precision="float32"):
     check_choice("precision", precision, PRECISIONS)
     keras.mixed_precision.set_global_policy(precision)
     return precision
+
+
+def is_chief(strategy):
+    """Whether this process writes the model folder: always, except on non-chief workers.
+
+    Under `MultiWorkerMirroredStrategy` the chief is the `"chief"` task, or worker 0 when
+    `TF_CONFIG` names no chief; the other workers write to temporary folders.
+
+    Example:
+    >>> is_chief(select_strategy("one_device"))
+    True
+    """
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return True
+    if resolver.task_type == "chief":
+        return True
+    return (resolver.task_type == "worker" and resolver.task_id == 0
+            and "chief" not in resolver.cluster_spec().as_dict())

@@ -5,14 +5,22 @@ The model folder holds `model.keras`, `tokenizer.model`, `config.json`,
 (`keras.callbacks.BackupAndRestore`, so a killed run resumes where it stopped),
 `logs/` (TensorBoard) and `history.csv`. Running `train` again on the same folder
 continues from the backup until `max_steps` is reached.
+
+Under `MultiWorkerMirroredStrategy` the steps run in `fit_with_custom_loop` (Keras' `fit`
+cannot run there, see `custom_loop`). Every worker runs every callback (saving may
+read variables collectively), but only the chief writes the model folder; the others write to a
+temporary folder that is deleted at the end. All workers resume from the chief's
+`backup/`, so the model folder must be on a file system that every worker reads.
 """
 
 import json
 import logging
 import os
 import shutil
+import tempfile
 
 import keras
+import tensorflow as tf
 
 from keras_transformer.data.corpora import load_tsv
 from keras_transformer.data.pipeline import make_dataset
@@ -21,7 +29,8 @@ from keras_transformer.models.presets import PRESETS
 from keras_transformer.models.transformer import build_transformer
 from keras_transformer.training.callbacks import BleuCallback, StepCheckpoint, TrainingLimit
 from keras_transformer.training.compile import compile_transformer
-from keras_transformer.training.strategy import select_strategy, set_precision
+from keras_transformer.training.custom_loop import fit_with_custom_loop
+from keras_transformer.training.strategy import is_chief, select_strategy, set_precision
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +74,8 @@ def train(
         devices: see `select_strategy`.
         precision: see `set_precision`.
         tokens_per_batch: token budget per replica and side; the global batch is
-            `tokens_per_batch * num_replicas` (Keras splits it between replicas).
+            `tokens_per_batch * num_replicas` (split between the replicas; under
+            `multi_worker`, the replicas of every worker).
         checkpoint_every: steps between checkpoints, backups and validation passes.
         bleu_every: steps between validation BLEU evaluations (`None`: at every
             checkpoint; `0`: never) on the first `bleu_sentences` validation pairs.
@@ -105,11 +115,17 @@ def train(
     keras.utils.set_random_seed(seed)
     distribution = select_strategy(strategy, devices)
     set_precision(precision)
+    multi_worker = isinstance(distribution, tf.distribute.MultiWorkerMirroredStrategy)
+    chief = is_chief(distribution)
+    # As TensorFlow recommends for MultiWorkerMirroredStrategy, non-chief workers save like
+    # the chief (saving may read variables collectively), into a folder of their own.
+    write_dir = output_dir if chief else tempfile.mkdtemp(prefix="keras-transformer-worker-")
 
     tokenizer = Tokenizer.from_file(os.path.join(data_dir, TOKENIZER_FILE))
-    shutil.copyfile(os.path.join(data_dir, TOKENIZER_FILE),
-                    os.path.join(output_dir, TOKENIZER_FILE))
-    config = _load_or_write_config(output_dir, {
+    if chief:
+        shutil.copyfile(os.path.join(data_dir, TOKENIZER_FILE),
+                        os.path.join(output_dir, TOKENIZER_FILE))
+    config = _load_or_write_config(output_dir, write=chief, config={
         "preset": preset,
         "model_overrides": model_overrides,
         "vocabulary_size": tokenizer.vocabulary_size,
@@ -145,14 +161,14 @@ def train(
 
     limit = TrainingLimit(max_steps=max_steps, max_minutes=max_minutes)
     callbacks = [
-        keras.callbacks.BackupAndRestore(backup_dir, save_freq="epoch",
+        keras.callbacks.BackupAndRestore(os.path.join(write_dir, "backup"), save_freq="epoch",
                                          double_checkpoint=True, delete_checkpoint=False),
         limit,
-        StepCheckpoint(os.path.join(output_dir, "checkpoints"), checkpoint_every,
+        StepCheckpoint(os.path.join(write_dir, "checkpoints"), checkpoint_every,
                        keep_checkpoints),
         keras.callbacks.TerminateOnNaN(),
-        keras.callbacks.CSVLogger(os.path.join(output_dir, "history.csv"), append=True),
-        keras.callbacks.TensorBoard(os.path.join(output_dir, "logs"), update_freq=50),
+        keras.callbacks.CSVLogger(os.path.join(write_dir, "history.csv"), append=True),
+        keras.callbacks.TensorBoard(os.path.join(write_dir, "logs"), update_freq=50),
     ]
     bleu = None
     bleu_every = checkpoint_every if bleu_every is None else bleu_every
@@ -164,20 +180,26 @@ def train(
         bleu = BleuCallback(lambda texts: translator.translate(texts, method="greedy",
                                                                progress=False),
                             [s for s, _ in sample], [t for _, t in sample],
-                            every_n_steps=bleu_every, log_dir=os.path.join(output_dir, "logs"))
+                            every_n_steps=bleu_every, log_dir=os.path.join(write_dir, "logs"))
         callbacks.insert(3, bleu)
 
     epochs = initial_epoch + max(0, -(-(max_steps - steps_done) // checkpoint_every))
     logs = {}
     if steps_done < max_steps:
-        history = model.fit(train_data, validation_data=validation_data, epochs=epochs,
-                            steps_per_epoch=checkpoint_every, callbacks=callbacks,
-                            verbose=verbose)
+        options = dict(validation_data=validation_data, epochs=epochs,
+                       steps_per_epoch=checkpoint_every, callbacks=callbacks, verbose=verbose)
+        if multi_worker:
+            history = fit_with_custom_loop(model, train_data, initial_epoch=initial_epoch,
+                                           **options)
+        else:
+            history = model.fit(train_data, **options)
         logs = {key: float(values[-1]) for key, values in history.history.items() if values}
     else:
         limit.reason = f"already trained for {steps_done} steps"
     step = int(model.optimizer.iterations.numpy())
-    model.save(os.path.join(output_dir, MODEL_FILE))
+    model.save(os.path.join(write_dir, MODEL_FILE))
+    if not chief:
+        shutil.rmtree(write_dir, ignore_errors=True)
     result = {"step": step, "stopped": limit.reason or f"finished {epochs} epochs",
               "logs": logs, "bleu": bleu.history if bleu else [],
               "model": os.path.join(output_dir, MODEL_FILE)}
@@ -209,7 +231,7 @@ def _restore_backup(model, backup_dir):
     return steps, epoch
 
 
-def _load_or_write_config(output_dir, config):
+def _load_or_write_config(output_dir, config, write=True):
     """Keep the folder's existing config when resuming, so the model matches the backup."""
     path = os.path.join(output_dir, CONFIG_FILE)
     if os.path.exists(path):
@@ -220,6 +242,8 @@ def _load_or_write_config(output_dir, config):
             logger.warning("Resuming %s with its saved model config %s (flags ignored).",
                            output_dir, {k: existing[k] for k in ("preset", "model_overrides")})
         return existing
+    if not write:
+        return config
     with open(path, "w", encoding="utf-8") as file:
         json.dump(config, file, indent=2)
     return config

@@ -1,4 +1,4 @@
-"""MirroredStrategy over 2 logical CPUs and MultiWorkerMirroredStrategy on localhost."""
+"""MirroredStrategy over 2 logical CPUs; MultiWorkerMirroredStrategy with 2 localhost workers."""
 
 import json
 import os
@@ -78,36 +78,107 @@ def _free_ports(count):
     return ports
 
 
-@pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    "Keras 3 `fit` under MultiWorkerMirroredStrategy fails to convert the per-replica "
-    "batch (keras-team/keras#20585, open); strict, so a fixed Keras turns this red."))
-def test_two_workers_on_localhost_end_with_identical_weights(tmp_path):
-    ports = _free_ports(2)
-    cluster = {"worker": [f"localhost:{port}" for port in ports]}
-    script = TRAINING + textwrap.dedent("""
-        import sys
-        from keras_transformer.training import select_strategy
-        strategy = select_strategy("multi_worker")
-        assert strategy.num_replicas_in_sync == 2
-        model, _ = train(strategy)
-        np.savez(sys.argv[1], *model.get_weights())
-        """)
+# Rows of 3 to 9 real tokens: the two halves of each batch hold different token counts,
+# so averaging the replicas' means would not give the global mean the test expects.
+MULTI_WORKER = """
+import json
+import sys
+import keras
+import numpy as np
+import tensorflow as tf
+import keras_transformer as kt
+from keras_transformer.training import fit_with_custom_loop, select_strategy
+
+def padded_batches():
+    rng = np.random.default_rng(0)
+    labels = rng.integers(4, 20, size=(64, 9)).astype("int32")
+    lengths = np.tile([3, 4, 3, 5, 9, 8, 9, 7], 8)
+    labels[np.arange(9) >= lengths[:, None]] = 0
+    decoder = np.concatenate([np.full((64, 1), 2, "int32"), labels[:, :-1]], 1)
+    inputs = {"encoder_token_ids": labels, "decoder_token_ids": decoder}
+    return tf.data.Dataset.from_tensor_slices((inputs, labels)).batch(8)
+
+def build(strategy):
+    keras.utils.set_random_seed(0)
+    with strategy.scope():
+        model = kt.build_transformer("tiny", vocabulary_size=20, dropout=0.0)
+        return kt.compile_transformer(model, warmup_steps=10)
+
+strategy = select_strategy("multi_worker")
+assert strategy.num_replicas_in_sync == 2, strategy.num_replicas_in_sync
+model = build(strategy)
+# One step an epoch: the history holds each step's loss.
+history = fit_with_custom_loop(model, padded_batches(), epochs=8, steps_per_epoch=1, verbose=0)
+np.savez(sys.argv[1], *model.get_weights())
+result = {"losses": history.history["loss"]}
+if strategy.cluster_resolver.task_id == 0:  # Keras' own fit on one device, same batches
+    reference = build(tf.distribute.OneDeviceStrategy("/cpu:0"))
+    running = []
+    record = keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda batch, logs: running.append(float(logs["loss"])))
+    reference.fit(padded_batches(), callbacks=[record], verbose=0)
+    result["one_device"] = [k * m - (k - 1) * p
+                            for k, (m, p) in enumerate(zip(running, [0.0] + running), 1)]
+print(json.dumps(result))
+"""
+
+
+def _run_two_workers(command, timeout=240):
+    """Run `command(index)` as workers 0 and 1 of a localhost cluster; `(stdout, stderr)`s."""
+    cluster = {"worker": [f"localhost:{port}" for port in _free_ports(2)]}
     workers = []
-    for index in range(2):
-        config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
-        workers.append(subprocess.Popen(
-            [sys.executable, "-c", script, str(tmp_path / f"worker{index}.npz")],
-            env={**ENV, "TF_CONFIG": config}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True))
     try:
-        outputs = [worker.communicate(timeout=240) for worker in workers]
+        for index in range(2):
+            config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+            workers.append(subprocess.Popen(
+                command(index), env={**ENV, "TF_CONFIG": config}, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True))
+        outputs = [worker.communicate(timeout=timeout) for worker in workers]
     finally:
         for worker in workers:
             worker.kill()
+            worker.wait()
     for worker, (_, err) in zip(workers, outputs, strict=True):
         assert worker.returncode == 0, err[-3000:]
+    return outputs
+
+
+@pytest.mark.slow
+def test_two_workers_on_localhost_end_with_identical_weights(tmp_path):
+    outputs = _run_two_workers(
+        lambda index: [sys.executable, "-c", MULTI_WORKER, str(tmp_path / f"worker{index}.npz")])
+    results = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
     first, second = (np.load(tmp_path / f"worker{i}.npz") for i in range(2))
     assert len(first.files) == len(second.files) > 0
     for name in first.files:
         np.testing.assert_array_equal(first[name], second[name])
+
+    # The loss of each step is the token-weighted mean over the global batch of 8 rows,
+    # as on one device (Keras' `fit`), not the mean of the two workers' means.
+    losses, one_device = np.array(results[0]["losses"]), np.array(results[0]["one_device"])
+    assert len(losses) == len(one_device) == 8
+    assert results[1]["losses"] == results[0]["losses"]
+    np.testing.assert_array_less(np.abs(losses - one_device) / np.abs(one_device), 1e-3)
+    assert losses[-1] < losses[0]
+
+
+@pytest.mark.slow
+def test_cli_trains_and_resumes_with_two_workers(tiny_data_dir, tmp_path):
+    model_dir = str(tmp_path / "model")
+
+    def command(max_steps):
+        return lambda index: [
+            sys.executable, "-m", "keras_transformer.cli", "train", "--data", tiny_data_dir,
+            "--output", model_dir, "--preset", "tiny", "--strategy", "multi_worker",
+            "--tokens-per-batch", "64", "--max-sequence-length", "16", "--warmup-steps", "4",
+            "--checkpoint-every", "2", "--bleu-every", "0", "--max-steps", str(max_steps)]
+
+    for max_steps in (4, 6):  # the second run resumes both workers from the chief's backup
+        outputs = _run_two_workers(command(max_steps))
+        results = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
+        assert results[0] == results[1]
+        assert results[0]["step"] == max_steps
+    assert sorted(os.listdir(os.path.join(model_dir, "checkpoints"))) == [
+        f"ckpt-{step:08d}.weights.h5" for step in (2, 4, 6)]
+    with open(os.path.join(model_dir, "history.csv"), encoding="utf-8") as file:
+        assert len(file.read().splitlines()) == 1 + 3  # written once, by the chief

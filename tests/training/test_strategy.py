@@ -1,9 +1,10 @@
 import os
+from types import SimpleNamespace
 
 import keras
 import pytest
 
-from keras_transformer.training import select_strategy, set_precision
+from keras_transformer.training import is_chief, select_strategy, set_precision
 
 
 def test_auto_on_one_cpu_is_the_default_strategy():
@@ -29,3 +30,19 @@ def test_precision_sets_the_global_policy():
         assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"
     finally:
         set_precision("float32")
+
+
+def _with_task(task_type, task_id, cluster):
+    resolver = SimpleNamespace(task_type=task_type, task_id=task_id,
+                               cluster_spec=lambda: SimpleNamespace(as_dict=lambda: cluster))
+    return SimpleNamespace(cluster_resolver=resolver)
+
+
+def test_chief_is_the_chief_task_or_else_worker_zero():
+    workers = {"worker": ["a:1", "b:1"]}
+    assert is_chief(_with_task("worker", 0, workers))
+    assert not is_chief(_with_task("worker", 1, workers))
+    with_chief = {"chief": ["c:1"], **workers}
+    assert is_chief(_with_task("chief", 0, with_chief))
+    assert not is_chief(_with_task("worker", 0, with_chief))
+    assert is_chief(select_strategy("one_device"))
