@@ -6,7 +6,7 @@ MFU; `training_speed.py`), `peak` (the matmul peaks MFU is measured against; `mf
 training budget; `quality.py`). Results go to `runs/bench/results.json` and
 `results.md`, and the markdown replaces the part of `docs/results.md` between
 `<!-- bench:start -->` and `<!-- bench:end -->`. With `--only`, the other sections are
-kept from the previous `results.json`.
+kept from the previous `results.json` (`--only` alone just rewrites the reports).
 
     python benchmarks/run.py --minutes 12                 # the quality budget per model
     python benchmarks/run.py --only quality --minutes 12
@@ -83,6 +83,11 @@ def _speed(runs, model, precision, jit_compile, batching="bucketed"):
     return None
 
 
+def _command(results, name):
+    command = results.get("commands", {}).get(name)
+    return [f"Command: `{command}`", ""] if command else []
+
+
 def training_markdown(training, peak):
     runs = training["runs"]
     per_token = training["flops_per_target_token"]
@@ -95,13 +100,14 @@ def training_markdown(training, peak):
         f"compiles every shape). Model FLOPs: {per_token / 1e6:.1f} M per target token "
         "(matmuls only, real tokens only, forward + backward; `benchmarks/mfu.py`). "
         "MFU is against the measured matmul peak of the same dtype. Peak memory is the "
-        "process's maximum resident set (TensorFlow's own ~2 GiB included).", "",
+        "process's maximum resident set; the next column subtracts the set before the "
+        "model was built (TensorFlow, KerasHub and the batches).", "",
     ]
     rows = []
     for run in runs:
         if "error" in run:
             rows.append([run["model"], run["precision"], run["jit_compile"], run["batching"],
-                         run["error"], "", "", "", ""])
+                         run["error"], "", "", "", "", ""])
             continue
         speed = run["target_tokens_per_second"]
         other = _speed(runs, "keras_hub", run["precision"], run["jit_compile"])
@@ -111,9 +117,12 @@ def training_markdown(training, peak):
             mfu = f"{100 * speed * per_token / peak[PEAK_DTYPE[run['precision']]]:.1f}%"
         rows.append([run["model"], run["precision"], run["jit_compile"], run["batching"],
                      f"{speed:,.0f}", versus, f"{run['first_pass_tokens_per_second']:,.0f}",
-                     f"{run['peak_memory_mib']:,.0f}", mfu])
+                     f"{run['peak_memory_mib']:,.0f}",
+                     f"{run['peak_memory_mib'] - run.get('memory_before_training_mib', 0):,.0f}",
+                     mfu])
     lines += _table(["model", "precision", "jit_compile", "batches", "tokens/s",
-                     "ours vs KerasHub", "first pass tokens/s", "peak MiB", "MFU"], rows)
+                     "ours vs KerasHub", "first pass tokens/s", "peak MiB",
+                     "of it training MiB", "MFU"], rows)
     levers = [
         ("length bucketing (KerasHub model, float32)",
          _speed(runs, "keras_hub", "float32", False),
@@ -134,6 +143,11 @@ def training_markdown(training, peak):
                        _speed(runs, "keras_hub", "float32", False, "recipe")))
     lines += ["", *_table(["lever", "speed-up"],
                           [[name, _ratio(a, b)] for name, a, b in levers])]
+    if "distinct_shapes" in training:
+        shapes = training["distinct_shapes"]
+        lines += ["", f"XLA compiles once per batch shape: the first {shapes['batches']} "
+                  f"batches of the stream have {shapes['shapes']} distinct `(B, S, T)` shapes, "
+                  "so the first pass's compile cost is paid that many times per run."]
     lines += ["", "Padding efficiency (real tokens / all tokens, both sides) of the same "
               "sentences batched three ways:", ""]
     lines += _table(["batching", "batches", "padding efficiency"],
@@ -145,23 +159,27 @@ def training_markdown(training, peak):
 def markdown(results):
     """The markdown report of a `results` dict (any subset of the sections)."""
     info = results.get("machine", {})
-    lines = ["## Benchmarks", "",
-             f"Measured by `make bench` on {info.get('cpu', '?')} ({info.get('cores', '?')} "
+    lines = [f"Measured on {info.get('cpu', '?')} ({info.get('cores', '?')} "
              f"cores), TensorFlow {info.get('tensorflow', '?')}, Keras {info.get('keras', '?')},"
-             f" KerasHub {info.get('keras_hub', '?')}, {info.get('date', '?')}.", ""]
+             f" KerasHub {info.get('keras_hub', '?')}, {info.get('date', '?')} (the last run); "
+             "each section names the command that measured it (`make bench` runs them all).",
+             ""]
     peak = results.get("peak")
     if peak:
         lines += ["Matmul peak of this machine (2048 x 2048 x 2048, best of 3 s): " + ", ".join(
             f"{dtype} {value / 1e9:,.0f} GFLOP/s" for dtype, value in peak.items()) + ".", ""]
     if "training" in results:
         lines += training_markdown(results["training"], peak) + [""]
+        lines += _command(results, "training")
     if "translation" in results:
         translation = results["translation"]
         lines += ["### Translation throughput", "",
                   f"Preset `{translation['preset']}`, random weights, "
                   f"{translation['source_length']} source ids, at most {translation['length']} "
-                  "output tokens; target tokens/s. "
-                  "The KerasHub rows run its samplers on the KerasHub model.", ""]
+                  "output tokens; target tokens/s (beam rows count the best hypothesis). "
+                  "The uncached loop runs the whole model over the prefix at every step; the "
+                  "KerasHub rows run its samplers on the KerasHub model (`next` runs its "
+                  "decoder over the whole prompt).", ""]
         uncached = {row["batch_size"]: row.get("target_tokens_per_second")
                     for row in translation["rows"] if row["method"] == UNCACHED}
         rows = []
@@ -171,7 +189,7 @@ def markdown(results):
                          f"{speed:,.1f}" if speed else row.get("error", ""),
                          _ratio(speed, uncached.get(row["batch_size"]))])
         lines += _table(["batch", "method", "tokens/s", "vs uncached greedy loop"], rows)
-        lines.append("")
+        lines += [""] + _command(results, "translation")
     if "quality" in results:
         quality = results["quality"]
         lines += ["### Quality under the same training budget", "",
@@ -189,7 +207,7 @@ def markdown(results):
                          _round(entry["validation_loss"]), entry["bleu"], entry["chrf"]])
         lines += _table(["model", "steps", "train loss", "validation loss", "BLEU", "chrF"],
                         rows)
-        lines.append("")
+        lines += [""] + _command(results, "quality")
     lines += ["### Goals", ""] + [f"- {goal}" for goal in goals(results)]
     return "\n".join(lines).rstrip() + "\n"
 
@@ -256,7 +274,8 @@ def main():
                         help="training budget per model of the quality section")
     parser.add_argument("--section-minutes", type=float, default=10.0,
                         help="bound of each of the training and translation sections")
-    parser.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS))
+    parser.add_argument("--only", nargs="*", choices=SECTIONS, default=list(SECTIONS),
+                        help="sections to run; none: only rewrite the reports")
     parser.add_argument("--data", default="runs/data")
     parser.add_argument("--preset", default="small")
     parser.add_argument("--batches", type=int, default=8, help="training batches per pass")
@@ -269,17 +288,20 @@ def main():
     if os.path.exists(path):
         with open(path, encoding="utf-8") as file:
             results = json.load(file)
-    results["machine"] = machine()
+    if args.only:
+        results["machine"] = machine()
     for name in SECTIONS:
         if name in args.only:
             print(f"--- {name}", flush=True)
             results[name] = run_section(name, args)
+            results.setdefault("commands", {})[name] = " ".join(
+                ["python benchmarks/run.py", *sys.argv[1:]])
     os.makedirs(args.output, exist_ok=True)
     with open(path, "w", encoding="utf-8") as file:
         json.dump(results, file, indent=2, ensure_ascii=False)
     text = markdown(results)
     with open(os.path.join(args.output, "results.md"), "w", encoding="utf-8") as file:
-        file.write(text)
+        file.write("# Benchmarks\n\n" + text)
     write_docs(text, args.docs)
     print(text)
 

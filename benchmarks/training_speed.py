@@ -33,7 +33,8 @@ RECIPE_BATCH_SIZE = 64  # the keras.io recipe's batch size
 def real_batches(data_dir, count, tokens_per_batch, max_sequence_length, seed=0, spacing=8):
     """`count` batches of our pipeline over `train.tsv`, every `spacing`-th of the stream.
 
-    Returns a list of `(features, labels)` NumPy batches.
+    Returns a list of `(features, labels)` NumPy batches and the number of distinct
+    `(B, S, T)` shapes among the `count * spacing` batches read (XLA compiles each).
     """
     from keras_transformer.data import Tokenizer, load_tsv, make_dataset
 
@@ -41,8 +42,13 @@ def real_batches(data_dir, count, tokens_per_batch, max_sequence_length, seed=0,
     pairs = load_tsv(os.path.join(data_dir, "train.tsv"))
     stream = make_dataset(pairs, tokenizer, tokens_per_batch, max_sequence_length, seed=seed,
                           batch_size_multiple=1)
-    batches = stream.take(count * spacing).as_numpy_iterator()
-    return [batch for index, batch in enumerate(batches) if index % spacing == 0]
+    batches, shapes = [], set()
+    for index, batch in enumerate(stream.take(count * spacing).as_numpy_iterator()):
+        features, labels = batch
+        shapes.add((*features["encoder_token_ids"].shape, labels.shape[1]))
+        if index % spacing == 0:
+            batches.append(batch)
+    return batches, len(shapes)
 
 
 def regroup(batches, batch_size, length=None):
@@ -106,6 +112,7 @@ def measure(model, precision, jit_compile, batches, preset="small", vocabulary_s
 
     from keras_transformer.training import compile_transformer, set_precision
 
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # MiB, imports done
     set_precision(precision)
     try:
         keras.utils.set_random_seed(0)
@@ -129,7 +136,7 @@ def measure(model, precision, jit_compile, batches, preset="small", vocabulary_s
         "target_tokens_per_second": passes * tokens / steady,
         "first_pass_tokens_per_second": tokens / first,
         "first_pass_seconds": first, "steady_seconds": steady,
-        "loss": float(logs["loss"]),
+        "loss": float(logs["loss"]), "memory_before_training_mib": before,
     }
 
 
@@ -180,7 +187,7 @@ def benchmark(data_dir="runs/data", preset="small", batches=8, passes=1, tokens_
 
     vocabulary_size = Tokenizer.from_file(os.path.join(data_dir, "tokenizer.model")
                                           ).vocabulary_size
-    ours = real_batches(data_dir, batches, tokens_per_batch, max_sequence_length)
+    ours, shapes = real_batches(data_dir, batches, tokens_per_batch, max_sequence_length)
     sentences = sum(len(labels) for _, labels in ours)
     recipe = regroup(ours, RECIPE_BATCH_SIZE, max_sequence_length)
     batching = {
@@ -217,7 +224,8 @@ def benchmark(data_dir="runs/data", preset="small", batches=8, passes=1, tokens_
     return {"preset": preset, "batches": len(ours), "sentences": sentences,
             "tokens_per_batch": tokens_per_batch, "max_sequence_length": max_sequence_length,
             "flops_per_target_token": training_flops_per_token(config, ours),
-            "batching": batching, "runs": runs}
+            "batching": batching, "runs": runs,
+            "distinct_shapes": {"batches": 8 * len(ours), "shapes": shapes}}
 
 
 def main():

@@ -122,9 +122,11 @@ def test_markdown_report_and_docs_section(tmp_path):
     import run
 
     run_row = {"precision": "float32", "jit_compile": False, "batching": "bucketed",
-               "first_pass_tokens_per_second": 10.0, "peak_memory_mib": 2000.0}
+               "first_pass_tokens_per_second": 10.0, "peak_memory_mib": 2000.0,
+               "memory_before_training_mib": 1500.0}
     results = {
         "machine": {"cpu": "Test CPU", "cores": 2},
+        "commands": {"quality": "python benchmarks/run.py --only quality --minutes 1"},
         "peak": {"float32": 1e11, "bfloat16": 2e11},
         "training": {
             "preset": "tiny", "batches": 2, "sentences": 10, "tokens_per_batch": 64,
@@ -144,12 +146,13 @@ def test_markdown_report_and_docs_section(tmp_path):
                     "keras_hub": {"error": "boom"}},
     }
     text = run.markdown(results)
-    assert "| ours | float32 | False | bucketed | 3,000 | 3.00x | 10 | 2,000 | 3.0% |" in text
+    assert "| ours | float32 | False | bucketed | 3,000 | 3.00x | 10 | 2,000 | 500 | 3.0% |" in text
     assert "| 32 | cached greedy, XLA | 50.0 | 5.00x |" in text
     assert "ours / KerasHub, float32, jit_compile=False, same batches: 3.00 (target 1.5) - met" \
         in text
     assert "cached greedy / uncached loop at batch 32: 5.00 (target 10) - NOT met" in text
     assert "| KerasHub baseline | boom |" in text
+    assert "Command: `python benchmarks/run.py --only quality --minutes 1`" in text
 
     page = tmp_path / "results.md"
     page.write_text(f"# Results\n\nbefore\n\n{run.START}\nold\n{run.END}\n\nafter\n")
@@ -174,3 +177,17 @@ def test_gpu_script_smoke_runs_on_cpu():
                                                                 "mixed_bfloat16"]
     assert all(run["target_tokens_per_second"] > 0 for run in result["training"])
     assert any("target_tokens_per_second" in row for row in result["translation"]["rows"])
+
+
+def test_quality_recipe_is_the_demo_recipe():
+    import inspect
+
+    from quality import recipe
+
+    from keras_transformer.demo import DEMO_TRAINING
+    from keras_transformer.training import train
+
+    arguments, overrides = recipe()
+    assert {**arguments, **overrides} == DEMO_TRAINING
+    assert set(arguments) <= set(inspect.signature(train).parameters)
+    assert "preset" in arguments and "precision" in arguments
