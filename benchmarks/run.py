@@ -48,7 +48,8 @@ def run_section(name, args):
     if name == "training":
         from training_speed import benchmark
 
-        return benchmark(args.data, args.preset, args.batches, minutes=args.section_minutes)
+        return benchmark(args.data, args.preset, args.batches, args.passes,
+                         minutes=args.section_minutes)
     if name == "peak":
         from mfu import matmul_peak
 
@@ -96,8 +97,9 @@ def training_markdown(training, peak):
         f"Preset `{training['preset']}`, the same {training['batches']} batches of the Ding "
         f"training data ({training['sentences']} sentences, our token-budget bucketing at "
         f"{training['tokens_per_batch']} tokens a side) for every row but the last; "
-        "target (non-pad) tokens/s in steady state (after a first pass that traces and "
-        f"compiles every shape). Model FLOPs: {per_token / 1e6:.1f} M per target token "
+        f"target (non-pad) tokens/s in steady state ({training.get('passes', 1)} timed "
+        "pass(es) after a first pass that traces and compiles every shape). "
+        f"Model FLOPs: {per_token / 1e6:.1f} M per target token "
         "(matmuls only, real tokens only, forward + backward; `benchmarks/mfu.py`). "
         "MFU is against the measured matmul peak of the same dtype. Peak memory is the "
         "process's maximum resident set; the next column subtracts the set before the "
@@ -272,13 +274,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=12.0,
                         help="training budget per model of the quality section")
-    parser.add_argument("--section-minutes", type=float, default=10.0,
+    parser.add_argument("--section-minutes", type=float, default=12.0,
                         help="bound of each of the training and translation sections")
     parser.add_argument("--only", nargs="*", choices=SECTIONS, default=list(SECTIONS),
                         help="sections to run; none: only rewrite the reports")
     parser.add_argument("--data", default="runs/data")
     parser.add_argument("--preset", default="small")
     parser.add_argument("--batches", type=int, default=8, help="training batches per pass")
+    parser.add_argument("--passes", type=int, default=2, help="timed training passes")
     parser.add_argument("--output", default="runs/bench")
     parser.add_argument("--docs", default="docs/results.md")
     args = parser.parse_args()

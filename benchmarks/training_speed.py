@@ -221,7 +221,7 @@ def benchmark(data_dir="runs/data", preset="small", batches=8, passes=1, tokens_
             runs.append(result)
             print(json.dumps(result), file=sys.stderr, flush=True)
     config = model_config(preset, vocabulary_size, **overrides)
-    return {"preset": preset, "batches": len(ours), "sentences": sentences,
+    return {"preset": preset, "batches": len(ours), "passes": passes, "sentences": sentences,
             "tokens_per_batch": tokens_per_batch, "max_sequence_length": max_sequence_length,
             "flops_per_target_token": training_flops_per_token(config, ours),
             "batching": batching, "runs": runs,
