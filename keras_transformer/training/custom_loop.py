@@ -54,11 +54,13 @@ def fit_with_custom_loop(
         model: a compiled Transformer.
         dataset: `tf.data.Dataset` of `(features, labels)` global batches, each a multiple
             of the number of replicas (`make_dataset` does this).
-        epochs, steps_per_epoch, initial_epoch, callbacks: as in `model.fit`.
-        verbose: as in `model.fit`; `"auto"` shows a progress bar on the chief only.
-            With `steps_per_epoch`, one iterator runs on across epochs (as in `fit`);
-            without it, each epoch is one pass over `dataset`.
+        epochs: int. As in `model.fit`.
+        steps_per_epoch: int or `None`. As in `model.fit`: with it, one iterator runs
+            on across epochs; without it, each epoch is one pass over `dataset`.
+        initial_epoch: int. As in `model.fit`.
+        callbacks: list of `keras.callbacks.Callback`. As in `model.fit`.
         validation_data: optional finite `tf.data.Dataset` like `dataset`.
+        verbose: as in `model.fit`; `"auto"` shows a progress bar on the chief only.
 
     Returns:
         The `keras.callbacks.History` of the run.
