@@ -11,6 +11,7 @@ from keras_transformer.layers.position_embedding import (
     SinusoidalPositionEncoding,
     sinusoids,
 )
+from keras_transformer.layers.token_wise import apply_token_wise
 
 __all__ = [
     "LearnedPositionEmbedding",
@@ -20,6 +21,7 @@ __all__ = [
     "TokenEmbedding",
     "TransformerDecoderBlock",
     "TransformerEncoderBlock",
+    "apply_token_wise",
     "masking",
     "sinusoids",
 ]

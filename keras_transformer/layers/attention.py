@@ -5,6 +5,7 @@ import math
 import keras
 from keras import ops
 
+from keras_transformer.layers.token_wise import apply_token_wise
 from keras_transformer.validation import check_divisible, check_positive_int, check_rate
 
 
@@ -76,37 +77,39 @@ class MultiHeadAttention(keras.layers.Layer):
         value_dim = hidden_dim if value_shape is None else value_shape[-1]
         key_dim = value_dim if key_shape is None else key_shape[-1]
 
+        # Projections run on flattened tokens `(B * T, D)` (see `apply_token_wise`).
         def projection(name, input_dim):
             layer = keras.layers.EinsumDense(
-                "btd,dnh->btnh",
-                output_shape=(None, self.num_heads, self._head_dim),
+                "ad,dnh->anh",
+                output_shape=(self.num_heads, self._head_dim),
                 bias_axes="nh",
                 kernel_initializer="glorot_uniform",
                 dtype=self.dtype_policy,
                 name=name,
             )
-            layer.build((None, None, input_dim))
+            layer.build((None, input_dim))
             return layer
 
         self._query_dense = projection("query", hidden_dim)
         self._key_dense = projection("key", key_dim)
         self._value_dense = projection("value", value_dim)
         self._output_dense = keras.layers.EinsumDense(
-            "btnh,nhd->btd",
-            output_shape=(None, hidden_dim),
+            "anh,nhd->ad",
+            output_shape=(hidden_dim,),
             bias_axes="d",
             kernel_initializer="glorot_uniform",
             dtype=self.dtype_policy,
             name="attention_output",
         )
-        self._output_dense.build((None, None, self.num_heads, self._head_dim))
+        self._output_dense.build((None, self.num_heads, self._head_dim))
         self._dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
         self.built = True
 
     def compute_cache(self, value, key=None):
         """Project `value` (and `key`, default `value`) once: `(B, 2, S, N, H)`."""
         key = value if key is None else key
-        return ops.stack([self._key_dense(key), self._value_dense(value)], axis=1)
+        keys = apply_token_wise(self._key_dense, key)
+        return ops.stack([keys, apply_token_wise(self._value_dense, value)], axis=1)
 
     def call(
         self,
@@ -121,8 +124,8 @@ class MultiHeadAttention(keras.layers.Layer):
     ):
         value = query if value is None else value
         if cache is None:
-            keys = self._key_dense(value if key is None else key)
-            values = self._value_dense(value)
+            keys = apply_token_wise(self._key_dense, value if key is None else key)
+            values = apply_token_wise(self._value_dense, value)
         elif cache_update_index is None:
             keys, values = cache[:, 0], cache[:, 1]
         else:
@@ -130,7 +133,7 @@ class MultiHeadAttention(keras.layers.Layer):
             cache = ops.slice_update(cache, start, self.compute_cache(value, key))
             keys, values = cache[:, 0], cache[:, 1]
 
-        queries = self._query_dense(query)
+        queries = apply_token_wise(self._query_dense, query)
         queries = ops.multiply(queries, ops.cast(1.0 / math.sqrt(self._head_dim), queries.dtype))
         scores = ops.einsum("btnh,bsnh->bnts", queries, keys)  # (B, N, T, S)
         scores = ops.cast(scores, "float32")
@@ -143,7 +146,7 @@ class MultiHeadAttention(keras.layers.Layer):
         weights = ops.cast(weights, self.compute_dtype)
         dropped = self._dropout_layer(weights, training=training)
         attended = ops.einsum("bnts,bsnh->btnh", dropped, values)
-        output = self._output_dense(attended)
+        output = apply_token_wise(self._output_dense, attended)
 
         outputs = (output,)
         if return_attention_scores:

@@ -5,6 +5,7 @@ import math
 import keras
 from keras import ops
 
+from keras_transformer.layers.token_wise import apply_token_wise
 from keras_transformer.validation import check_positive_int
 
 
@@ -52,7 +53,10 @@ class TokenEmbedding(keras.layers.Layer):
         if reverse:
             kernel = ops.cast(self.embeddings, self.compute_dtype)
             hidden_states = ops.cast(inputs, self.compute_dtype)
-            return ops.cast(ops.matmul(hidden_states, ops.transpose(kernel)), "float32")
+            logits = apply_token_wise(
+                lambda tokens: ops.matmul(tokens, ops.transpose(kernel)), hidden_states
+            )
+            return ops.cast(logits, "float32")
         token_ids = inputs
         embedded = ops.take(self.embeddings, ops.cast(token_ids, "int32"), axis=0)
         return ops.multiply(embedded, ops.cast(math.sqrt(self.hidden_dim), embedded.dtype))

@@ -2,6 +2,7 @@
 
 import keras
 
+from keras_transformer.layers.token_wise import apply_token_wise
 from keras_transformer.validation import check_positive_int
 
 
@@ -31,15 +32,18 @@ class PositionwiseFeedForward(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="intermediate_dense",
         )
-        self._intermediate_dense.build(input_shape)
+        self._intermediate_dense.build((None, input_shape[-1]))
         self._output_dense = keras.layers.Dense(
             input_shape[-1], dtype=self.dtype_policy, name="output_dense"
         )
-        self._output_dense.build(tuple(input_shape[:-1]) + (self.intermediate_dim,))
+        self._output_dense.build((None, self.intermediate_dim))
         self.built = True
 
     def call(self, inputs):
-        return self._output_dense(self._intermediate_dense(inputs))
+        # Dense layers see flattened tokens `(B * T, D)` (see `apply_token_wise`).
+        return apply_token_wise(
+            lambda tokens: self._output_dense(self._intermediate_dense(tokens)), inputs
+        )
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)

@@ -23,7 +23,8 @@ def _copy_data(count, seed):
 def test_tiny_model_learns_the_copy_task_in_under_a_minute():
     keras.utils.set_random_seed(1)
     model = kt.build_transformer("tiny", vocabulary_size=VOCAB, dropout=0.0)
-    kt.compile_transformer(model, warmup_steps=100, learning_rate_scale=2.0,
+    # Peak learning rate 0.006: at 0.025 (scale 2) post-LN training diverged for most seeds.
+    kt.compile_transformer(model, warmup_steps=100, learning_rate_scale=0.5,
                            label_smoothing=0.0)
     x, y = _copy_data(6000, seed=0)
     started = time.perf_counter()
