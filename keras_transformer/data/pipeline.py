@@ -216,6 +216,7 @@ def make_dataset(
     repeat=False,
     shuffle_buffer_size=None,
     batch_size_multiple=None,
+    cache=True,
 ):
     """String pairs to shuffled, length-bucketed, prefetched batches for `model.fit`.
 
@@ -231,7 +232,7 @@ def make_dataset(
             `25_000`.
         max_sequence_length: int. Longest sequence, special id included. Defaults to `256`.
         long_sequences: `"drop"` or `"truncate"`, see `encode_pairs`. Defaults to `"drop"`.
-        shuffle: bool. Shuffle pairs before batching (and again each epoch). Defaults to
+        shuffle: bool. Shuffle examples before batching (and again each epoch). Defaults to
             `True`.
         seed: int. Shuffle seed; with a seed, the batches are the same on every run.
         repeat: bool. Repeat forever (reshuffling each pass); set `steps_per_epoch` in
@@ -240,6 +241,9 @@ def make_dataset(
             100,000 for a dataset of unknown size.
         batch_size_multiple: int. See `batch_by_token_budget`. Defaults to the number of
             replicas of the current `tf.distribute` strategy (1 outside any scope).
+        cache: bool. Tokenize once and keep the examples in memory, so later passes
+            do not compete with training for the CPU. Defaults to `True`; turn it off
+            for a corpus larger than memory.
 
     Returns:
         A `tf.data.Dataset` of `(features, labels)` as in `batch_by_token_budget`.
@@ -255,14 +259,16 @@ def make_dataset(
     (['decoder_token_ids', 'encoder_token_ids'], 'int32')
     """
     dataset = _as_dataset(pairs)
+    size = int(dataset.cardinality())
+    dataset = encode_pairs(dataset, tokenizer, max_sequence_length, long_sequences)
+    if cache:
+        dataset = dataset.cache()
     if shuffle:
         if shuffle_buffer_size is None:
-            size = int(dataset.cardinality())
             shuffle_buffer_size = size if size > 0 else 100_000
         dataset = dataset.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
     if repeat:
         dataset = dataset.repeat()
-    dataset = encode_pairs(dataset, tokenizer, max_sequence_length, long_sequences)
     if batch_size_multiple is None:
         batch_size_multiple = tf.distribute.get_strategy().num_replicas_in_sync
     dataset = batch_by_token_budget(
