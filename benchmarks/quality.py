@@ -56,7 +56,7 @@ def train_keras_hub(data_dir, minutes):
 
     from keras_transformer.data import Tokenizer, load_tsv, make_dataset
     from keras_transformer.training import TrainingLimit, compile_transformer, set_precision
-    from keras_transformer.training.trainer import train
+    from keras_transformer.training.trainer import load_training_pairs, train
 
     arguments, overrides = recipe()
     defaults = {name: parameter.default
@@ -66,7 +66,7 @@ def train_keras_hub(data_dir, minutes):
     set_precision(settings["precision"])
     tokenizer = Tokenizer.from_file(os.path.join(data_dir, "tokenizer.model"))
     length = settings["max_sequence_length"]
-    stream = make_dataset(load_tsv(os.path.join(data_dir, "train.tsv")), tokenizer,
+    stream = make_dataset(load_training_pairs(data_dir, settings["sentences_only"]), tokenizer,
                           settings["tokens_per_batch"], length, seed=settings["seed"],
                           repeat=True, batch_size_multiple=1)
     validation = make_dataset(load_tsv(os.path.join(data_dir, "validation.tsv")), tokenizer,

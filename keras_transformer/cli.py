@@ -114,6 +114,8 @@ def _add_train(subparsers):
     parser.add_argument("--keep-checkpoints", type=int, default=5, metavar="K")
     parser.add_argument("--bleu-every", type=int, default=None, metavar="N",
                         help="steps between validation BLEU (default: each checkpoint; 0: off)")
+    parser.add_argument("--sentences-only", action="store_true",
+                        help="train on the sentence pairs only (the demo does, see docs)")
     parser.add_argument("--jit-compile", action="store_true",
                         help="XLA-compile the train step (see docs: not with every strategy)")
     parser.add_argument("--seed", type=int, default=0)
@@ -130,7 +132,8 @@ def _run_train(args):
         max_sequence_length=args.max_sequence_length, warmup_steps=args.warmup_steps,
         learning_rate_scale=args.learning_rate_scale, label_smoothing=args.label_smoothing,
         checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints,
-        bleu_every=args.bleu_every, jit_compile=args.jit_compile, seed=args.seed,
+        bleu_every=args.bleu_every, sentences_only=args.sentences_only,
+        jit_compile=args.jit_compile, seed=args.seed,
         **({} if args.dropout is None else {"dropout": args.dropout}),
     )
     print(json.dumps(result))

@@ -16,12 +16,16 @@ from keras_transformer.training.trainer import train
 
 logger = logging.getLogger(__name__)
 
+# Measured on 2 cores, 4 minutes each: on every training pair (96% words and phrases)
+# the loss stalled at 6.4 and greedy output degenerated ("The be be be ..."), test chrF
+# 3.4; on the sentence pairs only, loss 5.1 and chrF 10.
 DEMO_TRAINING = {
     "preset": "small",
     "precision": "mixed_bfloat16",
+    "sentences_only": True,
     "tokens_per_batch": 4096,
     "max_sequence_length": 128,
-    "warmup_steps": 300,
+    "warmup_steps": 400,
     "learning_rate_scale": 0.5,
     "checkpoint_every": 100,
     "bleu_every": 0,
