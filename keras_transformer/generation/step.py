@@ -61,12 +61,10 @@ class DecoderStep:
         self.model = model
         encoder_token_ids = ops.convert_to_tensor(encoder_token_ids, "int32")
         encoder_sequence = model.encode(encoder_token_ids, training=False)
-        mask = padding_mask(encoder_token_ids)
-        if num_beams > 1:
-            encoder_sequence = ops.repeat(encoder_sequence, num_beams, axis=0)
-            mask = ops.repeat(mask, num_beams, axis=0)
-        self.encoder_padding_mask = mask
-        self.cache = model.init_cache(encoder_sequence, cache_length)
+        self.encoder_padding_mask = padding_mask(encoder_token_ids)
+        # The beams of a sentence share its cross-attention cache (`B` rows, not `B * K`).
+        self.cache = model.init_cache(encoder_sequence, cache_length,
+                                      batch_size=ops.shape(encoder_sequence)[0] * num_beams)
 
     def __call__(self, token_ids, index, cache):
         """Feed `token_ids` `(B,)` at position `index`: -> (float32 log-probs `(B, V)`, cache)."""

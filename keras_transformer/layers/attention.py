@@ -22,12 +22,18 @@ class MultiHeadAttention(keras.layers.Layer):
     float32 value and masked weights are then zeroed, so a query whose keys are all
     masked (a fully padded row) returns zeros, never NaN.
 
-    Key/value cache: `compute_cache(value)` returns a `(B, 2, S, N, H)` tensor holding
-    the projected keys and values. Passing it as `cache` with `cache_update_index=None`
-    reuses it as-is (cross-attention during generation); passing a preallocated cache
-    with an integer `cache_update_index` writes this call's keys and values at that
-    position with `ops.slice_update` and attends over the whole cache (incremental
-    self-attention; the shape never changes, which XLA needs).
+    Key/value cache: `compute_cache(value)` returns a `(B, 2, N, S, H)` tensor holding
+    the projected keys and values, heads before positions so that the per-head
+    products need no transpose of the cache at each decoding step.
+
+    - `cache` with `cache_update_index=None` is used as it is (cross-attention during
+      generation). It may have fewer rows than the query, `B` against `B * G`: query
+      rows `b * G .. b * G + G - 1` then share cache row `b` (the beams of one sentence
+      in beam search), and the attention mask, if any, has `B` rows too.
+    - A preallocated `cache` with an integer `cache_update_index` gets this call's keys
+      and values written at that position with `ops.slice_update`, and the query
+      attends over the whole cache (incremental self-attention; the shape never
+      changes, which XLA needs).
 
     Args:
         num_heads: int. Number of heads (h).
@@ -106,10 +112,11 @@ class MultiHeadAttention(keras.layers.Layer):
         self.built = True
 
     def compute_cache(self, value, key=None):
-        """Project `value` (and `key`, default `value`) once: `(B, 2, S, N, H)`."""
+        """Project `value` (and `key`, default `value`) once: `(B, 2, N, S, H)`."""
         key = value if key is None else key
         keys = apply_token_wise(self._key_dense, key)
-        return ops.stack([keys, apply_token_wise(self._value_dense, value)], axis=1)
+        stacked = ops.stack([keys, apply_token_wise(self._value_dense, value)], axis=1)
+        return ops.transpose(stacked, (0, 1, 3, 2, 4))
 
     def call(
         self,
@@ -123,19 +130,26 @@ class MultiHeadAttention(keras.layers.Layer):
         training=None,
     ):
         value = query if value is None else value
+        # Keys and values are (B, S, N, H) without a cache, (B, N, S, H) from one.
+        key_layout = "bsnh" if cache is None else "bnsh"
         if cache is None:
             keys = apply_token_wise(self._key_dense, value if key is None else key)
             values = apply_token_wise(self._value_dense, value)
         elif cache_update_index is None:
             keys, values = cache[:, 0], cache[:, 1]
         else:
-            start = [0, 0, cache_update_index, 0, 0]
+            start = [0, 0, 0, cache_update_index, 0]
             cache = ops.slice_update(cache, start, self.compute_cache(value, key))
             keys, values = cache[:, 0], cache[:, 1]
 
         queries = apply_token_wise(self._query_dense, query)
         queries = ops.multiply(queries, ops.cast(1.0 / math.sqrt(self._head_dim), queries.dtype))
-        scores = ops.einsum("btnh,bsnh->bnts", queries, keys)  # (B, N, T, S)
+        shared = cache is not None and cache_update_index is None
+        if shared:
+            # Fold the G query rows of each cache row into its time axis: (B, G * T, N, H).
+            query_shape, rows = ops.shape(queries), ops.shape(keys)[0]
+            queries = ops.reshape(queries, (rows, -1, self.num_heads, self._head_dim))
+        scores = ops.einsum(f"btnh,{key_layout}->bnts", queries, keys)  # (B, N, T, S)
         scores = ops.cast(scores, "float32")
         if attention_mask is not None:
             keep = ops.expand_dims(ops.cast(attention_mask, "bool"), 1)  # (B, 1, T, S)
@@ -145,7 +159,14 @@ class MultiHeadAttention(keras.layers.Layer):
             weights = ops.softmax(scores, axis=-1)
         weights = ops.cast(weights, self.compute_dtype)
         dropped = self._dropout_layer(weights, training=training)
-        attended = ops.einsum("bnts,bsnh->btnh", dropped, values)
+        attended = ops.einsum(f"bnts,{key_layout}->btnh", dropped, values)
+        if shared:
+            attended = ops.reshape(attended, query_shape)
+            key_length = ops.shape(keys)[2]
+            weights = ops.reshape(weights, (rows, self.num_heads, -1, query_shape[1],
+                                            key_length))
+            weights = ops.reshape(ops.transpose(weights, (0, 2, 1, 3, 4)),
+                                  (-1, self.num_heads, query_shape[1], key_length))
         output = apply_token_wise(self._output_dense, attended)
 
         outputs = (output,)

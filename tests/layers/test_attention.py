@@ -71,14 +71,14 @@ def test_incremental_cache_equals_full_causal_attention():
     sequence, _ = _inputs(batch=2, query_length=6)
     layer = MultiHeadAttention(num_heads=4)
     full = layer(sequence, attention_mask=causal_mask(6)[None])
-    cache = np.zeros((2, 2, 8, 4, 4), "float32")  # preallocated for 8 positions
+    cache = np.zeros((2, 2, 4, 8, 4), "float32")  # 4 heads, preallocated for 8 positions
     steps = []
     for index in range(6):
         mask = causal_mask(1, 8, start_index=index)[None]
         out, cache = layer(sequence[:, index : index + 1], attention_mask=mask, cache=cache,
                            cache_update_index=index)
         steps.append(out)
-        assert tuple(cache.shape) == (2, 2, 8, 4, 4)
+        assert tuple(cache.shape) == (2, 2, 4, 8, 4)
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, atol=1e-5)
 
 
@@ -88,6 +88,23 @@ def test_precomputed_cross_attention_cache_equals_direct_call():
     direct = layer(query, value)
     cached, _ = layer(query, cache=layer.compute_cache(value))
     np.testing.assert_allclose(cached, direct, atol=1e-6)
+
+
+def test_shared_cache_rows_equal_a_repeated_cache():
+    # Beam search: G = 3 query rows per sentence share that sentence's cache row.
+    query, value = _inputs(batch=6, query_length=2)
+    value = value[::3]  # 2 sentences
+    mask = np.ones((2, 1, 7), bool)
+    mask[1, 0, 4:] = False
+    layer = MultiHeadAttention(num_heads=4)
+    direct, direct_weights = layer(query, np.repeat(value, 3, axis=0),
+                                   attention_mask=np.repeat(mask, 3, axis=0),
+                                   return_attention_scores=True)
+    shared, shared_weights, _ = layer(query, cache=layer.compute_cache(value),
+                                      attention_mask=mask, return_attention_scores=True)
+    np.testing.assert_allclose(shared, direct, atol=1e-5)
+    np.testing.assert_allclose(shared_weights, direct_weights, atol=1e-6)
+    assert np.all(np.asarray(shared_weights)[3:, :, :, 4:] == 0)
 
 
 def test_layer_contract():

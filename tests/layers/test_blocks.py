@@ -41,7 +41,7 @@ def test_decoder_cache_equals_full_pass():
     x, memory = _sequence(2, 5), _sequence(2, 3)
     full = np.asarray(block(x, memory))
     cross = block.compute_cross_attention_cache(memory)
-    cache = np.zeros((2, 2, 7, 4, 4), "float32")
+    cache = np.zeros((2, 2, 4, 7, 4), "float32")  # (B, 2, N, L, H)
     steps = []
     for i in range(5):
         out, cache = block(x[:, i : i + 1], self_attention_cache=cache,
@@ -53,7 +53,7 @@ def test_decoder_cache_equals_full_pass():
 def test_cache_requires_an_index():
     block = TransformerDecoderBlock(intermediate_dim=32, num_heads=4)
     with pytest.raises(ValueError, match="`cache_update_index` is required"):
-        block(_sequence(1, 1), _sequence(1, 2), self_attention_cache=np.zeros((1, 2, 3, 4, 4)))
+        block(_sequence(1, 1), _sequence(1, 2), self_attention_cache=np.zeros((1, 2, 4, 3, 4)))
 
 
 def test_attention_scores_are_returned_for_plots():
