@@ -60,13 +60,17 @@ class Tokenizer(tf.Module):
         return tensorflow_text.SentencepieceTokenizer(model=self.model_bytes, out_type=tf.int32)
 
     def _run(self, method, inputs):
+        # `tf.random.set_seed` (and `keras.utils.set_random_seed`) clears the eager
+        # context, which drops the SentencePiece resource: rebuild it, eagerly. A graph
+        # (`tf.function`, `tf.data`) captures the resource when traced, so check it then.
+        if not tf.executing_eagerly():
+            with tf.init_scope():
+                if tf.executing_eagerly():
+                    self._run("tokenize", tf.constant([""]))
+            return getattr(self._sentencepiece, method)(inputs)
         try:
             return getattr(self._sentencepiece, method)(inputs)
         except tf.errors.NotFoundError:
-            # `tf.random.set_seed` (and `keras.utils.set_random_seed`) clears the eager
-            # context, which drops the SentencePiece resource: rebuild it once, eagerly.
-            if not tf.executing_eagerly():
-                raise
             self._sentencepiece = self._build()
             return getattr(self._sentencepiece, method)(inputs)
 

@@ -107,3 +107,13 @@ def test_tokenizer_survives_reseeding():
     keras.utils.set_random_seed(3)
     assert tokenizer.tokenize(["Guten Morgen."]).to_list() == before
     assert tokenizer.detokenize(before).numpy().tolist() == [b"Guten Morgen."]
+
+
+def test_tokenizer_survives_reseeding_inside_tf_data():
+    import keras
+
+    tokenizer = train_tokenizer(["Guten Morgen.", "Good morning."] * 10, vocabulary_size=40)
+    before = tokenizer.tokenize(["Guten Morgen."]).to_list()
+    keras.utils.set_random_seed(3)  # drops the SentencePiece resource
+    dataset = tf.data.Dataset.from_tensor_slices(["Guten Morgen."]).map(tokenizer.tokenize)
+    assert [ids.numpy().tolist() for ids in dataset] == before
