@@ -5,7 +5,9 @@ The model is that recipe's shape, sized like one of our presets: per side a
 `keras_hub.layers.TransformerEncoder` / `TransformerDecoder` blocks and a final `Dense`
 to the vocabulary. Widths, heads, layers, vocabulary, maximum length, layer-norm epsilon
 and dropout are our preset's; the recipe's extra 0.5 dropout before the output layer is
-left out (it would only slow the baseline's learning). Inputs and output are ours
+left out (it would only slow the baseline's learning). With `normalize_first=True` the
+blocks are KerasHub's pre-LN variant and, as in ours, a `LayerNormalization` closes each
+stack. Inputs and output are ours
 (`encoder_token_ids`, `decoder_token_ids` -> float32 logits), so it trains with our loss,
 optimizer, schedule and batches (`keras_transformer.compile_transformer`).
 
@@ -46,8 +48,13 @@ def build_keras_hub_transformer(preset="small", *, vocabulary_size, max_sequence
     """
     config = {**kt.PRESETS[preset], **overrides}
     hidden_dim = config["hidden_dim"]
+    normalize_first = config.get("normalize_first", False)
     block_args = dict(intermediate_dim=config["intermediate_dim"], num_heads=config["num_heads"],
-                      dropout=config["dropout"], layer_norm_epsilon=1e-6)
+                      dropout=config["dropout"], layer_norm_epsilon=1e-6,
+                      normalize_first=normalize_first)
+
+    def final_norm(x, name):
+        return keras.layers.LayerNormalization(epsilon=1e-6, name=name)(x) if normalize_first else x
 
     def embedding(name):
         return keras_hub.layers.TokenAndPositionEmbedding(
@@ -58,7 +65,7 @@ def build_keras_hub_transformer(preset="small", *, vocabulary_size, max_sequence
     for i in range(config["num_layers"]):
         x = keras_hub.layers.TransformerEncoder(**block_args, name=f"encoder_{i}")(
             x, padding_mask=encoder_ids != kt.PAD_ID)
-    encoder = keras.Model(encoder_ids, x, name="encoder")
+    encoder = keras.Model(encoder_ids, final_norm(x, "encoder_norm"), name="encoder")
 
     decoder_ids = keras.Input((None,), dtype="int32", name="decoder_token_ids")
     encoder_sequence = keras.Input((None, hidden_dim), name="encoder_sequence")
@@ -68,7 +75,7 @@ def build_keras_hub_transformer(preset="small", *, vocabulary_size, max_sequence
         y = keras_hub.layers.TransformerDecoder(**block_args, name=f"decoder_{i}")(
             y, encoder_sequence, decoder_padding_mask=decoder_ids != kt.PAD_ID,
             encoder_padding_mask=encoder_mask)
-    y = keras.layers.Dense(vocabulary_size, name="output")(y)
+    y = keras.layers.Dense(vocabulary_size, name="output")(final_norm(y, "decoder_norm"))
     logits = keras.layers.Activation("linear", dtype="float32", name="logits")(y)
     decoder = keras.Model([decoder_ids, encoder_sequence, encoder_mask], logits, name="decoder")
 

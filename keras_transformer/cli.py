@@ -89,6 +89,9 @@ def _add_train(subparsers):
                         help="model size (Table 3: base, big)")
     parser.add_argument("--dropout", type=float, default=None,
                         help="override the preset's dropout (P_drop)")
+    parser.add_argument("--normalize-first", action="store_true",
+                        help="pre-LN blocks plus a final LayerNorm per stack (the paper: "
+                             "post-LN; the demo uses pre-LN, which learns faster here)")
     parser.add_argument("--max-steps", type=int, default=100_000, metavar="N",
                         help="total optimizer steps, over all runs on MODEL_DIR")
     parser.add_argument("--max-minutes", type=float, default=None, metavar="M",
@@ -135,6 +138,7 @@ def _run_train(args):
         bleu_every=args.bleu_every, sentences_only=args.sentences_only,
         jit_compile=args.jit_compile, seed=args.seed,
         **({} if args.dropout is None else {"dropout": args.dropout}),
+        **({"normalize_first": True} if args.normalize_first else {}),
     )
     print(json.dumps(result))
 

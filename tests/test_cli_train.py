@@ -20,12 +20,15 @@ def test_train_resume_evaluate_translate_average(tiny_data_dir, tmp_path, capsys
     data_dir, model_dir = tiny_data_dir, str(tmp_path / "model")
     common = ["train", "--data", data_dir, "--output", model_dir, "--preset", "tiny",
               "--tokens-per-batch", "128", "--max-sequence-length", "16",
-              "--checkpoint-every", "2", "--warmup-steps", "10", "--bleu-every", "2"]
+              "--checkpoint-every", "2", "--warmup-steps", "10", "--bleu-every", "2",
+              "--normalize-first"]
     assert main(common + ["--max-steps", "4"]) == 0
     first = _json_line(capsys)
     assert first["step"] == 4 and len(first["bleu"]) == 2
     for name in ("model.keras", "tokenizer.model", "config.json", "history.csv"):
         assert os.path.exists(os.path.join(model_dir, name))
+    with open(os.path.join(model_dir, "config.json")) as file:
+        assert json.load(file)["model_overrides"] == {"normalize_first": True}
 
     assert main(common + ["--max-steps", "6"]) == 0  # resumes from backup/, not from 0
     assert _json_line(capsys)["step"] == 6
