@@ -134,6 +134,9 @@ def test_markdown_report_and_docs_section(tmp_path):
             "batching": {"bucketed (ours)": {"batches": 2, "padding_efficiency": 0.9}},
             "runs": [{**run_row, "model": "ours", "target_tokens_per_second": 3000.0},
                      {**run_row, "model": "keras_hub", "target_tokens_per_second": 1000.0}],
+            "sentence_pairs": {"batches": 2, "sentences": 4, "runs": [
+                {**run_row, "model": "ours", "target_tokens_per_second": 900.0},
+                {**run_row, "model": "keras_hub", "target_tokens_per_second": 1000.0}]},
         },
         "translation": {"preset": "tiny", "source_length": 8, "length": 8, "rows": [
             {"batch_size": 32, "method": run.UNCACHED, "target_tokens_per_second": 10.0},
@@ -141,6 +144,7 @@ def test_markdown_report_and_docs_section(tmp_path):
             {"batch_size": 32, "method": "cached beam 4, XLA", "target_tokens_per_second": 40.0},
         ]},
         "quality": {"minutes_per_model": 1, "method": "greedy",
+                    "recipe": {"preset": "tiny", "normalize_first": True},
                     "ours": {"steps": 5, "train_loss": 5.0, "validation_loss": 5.5,
                              "bleu": 10.0, "chrf": 30.0},
                     "keras_hub": {"error": "boom"}},
@@ -151,6 +155,9 @@ def test_markdown_report_and_docs_section(tmp_path):
     assert "ours / KerasHub, float32, jit_compile=False, same batches: 3.00 (target 1.5) - met" \
         in text
     assert "cached greedy / uncached loop at batch 32: 5.00 (target 10) - NOT met" in text
+    assert "| ours | float32 | False | 900 | 0.90x |" in text
+    assert "float32, sentence-pair batches: 0.90 (target 1.5) - NOT met" in text
+    assert "Recipe: `preset=tiny`, `normalize_first=True`." in text
     assert "| KerasHub baseline | boom |" in text
     assert "Command: `python benchmarks/run.py --only quality --minutes 1`" in text
 
