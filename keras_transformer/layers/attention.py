@@ -162,6 +162,7 @@ class MultiHeadAttention(keras.layers.Layer):
         attended = ops.einsum(f"bnts,{key_layout}->btnh", dropped, values)
         if shared:
             attended = ops.reshape(attended, query_shape)
+        if shared and return_attention_scores:
             key_length = ops.shape(keys)[2]
             weights = ops.reshape(weights, (rows, self.num_heads, -1, query_shape[1],
                                             key_length))
