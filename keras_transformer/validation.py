@@ -4,17 +4,22 @@ Each raises a `ValueError` that names the argument and the received value.
 """
 
 
-def check_positive_int(name, value):
-    """Raise unless `value` is an integer > 0.
+def check_positive_int(name, value, minimum=1):
+    """Raise unless `value` is an integer of at least `minimum` (by default, > 0).
 
     Example:
     >>> check_positive_int("num_layers", 0)
     Traceback (most recent call last):
     ...
     ValueError: `num_layers` must be a positive integer. Received: num_layers=0
+    >>> check_positive_int("max_length", 1, minimum=2)
+    Traceback (most recent call last):
+    ...
+    ValueError: `max_length` must be an integer of at least 2. Received: max_length=1
     """
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        wanted = "a positive integer" if minimum == 1 else f"an integer of at least {minimum}"
+        raise ValueError(f"`{name}` must be {wanted}. Received: {name}={value!r}")
 
 
 def check_rate(name, value):

@@ -24,7 +24,7 @@ from keras_transformer.data.pipeline import (
     make_dataset,
     teacher_forcing,
 )
-from keras_transformer.data.prepare import prepare
+from keras_transformer.data.prepare import load_training_pairs, prepare
 from keras_transformer.data.report import batch_statistics, compare_padding, unknown_share
 from keras_transformer.data.split import is_sentence_pair, sentence_pairs_only, split_pairs
 from keras_transformer.data.tokenizer import Tokenizer, train_tokenizer
@@ -42,6 +42,7 @@ __all__ = [
     "is_sentence_pair",
     "load_ding",
     "load_parallel",
+    "load_training_pairs",
     "load_tsv",
     "make_dataset",
     "parse_ding",

@@ -20,6 +20,7 @@ Batches group examples of similar length, padded with `PAD_ID` (0), and hold at 
 import tensorflow as tf
 
 from keras_transformer.special_tokens import END_ID, START_ID
+from keras_transformer.validation import check_positive_int
 
 _LONG_SEQUENCES = ("drop", "truncate")
 
@@ -93,7 +94,7 @@ def encode_pairs(pairs, tokenizer, max_sequence_length=256, long_sequences="drop
             f"`long_sequences` must be one of {_LONG_SEQUENCES}. "
             f"Received: long_sequences={long_sequences!r}"
         )
-    _check_positive("max_sequence_length", max_sequence_length, minimum=2)
+    check_positive_int("max_sequence_length", max_sequence_length, minimum=2)
     limit = max_sequence_length - 1
 
     def encode(sources, targets):  # a batch of strings to a batch of examples
@@ -175,12 +176,12 @@ def batch_by_token_budget(
     >>> sum(int(labels.shape[0]) for _, labels in batches)
     16
     """
-    _check_positive("max_sequence_length", max_sequence_length, minimum=2)
-    _check_positive("batch_size_multiple", batch_size_multiple, minimum=1)
+    check_positive_int("max_sequence_length", max_sequence_length, minimum=2)
+    check_positive_int("batch_size_multiple", batch_size_multiple)
     smallest = max_sequence_length * batch_size_multiple
     if not isinstance(tokens_per_batch, int) or tokens_per_batch < smallest:
         raise ValueError(
-            "`tokens_per_batch` must be an int of at least `max_sequence_length * "
+            "`tokens_per_batch` must be an integer of at least `max_sequence_length * "
             f"batch_size_multiple` ({smallest}) so that a batch can hold the longest "
             f"sequences. Received: tokens_per_batch={tokens_per_batch!r}"
         )
@@ -285,10 +286,3 @@ def _as_dataset(pairs):
         raise ValueError("`pairs` must hold at least one (source, target) pair. Received none.")
     sources, targets = zip(*pairs, strict=True)
     return tf.data.Dataset.from_tensor_slices((list(sources), list(targets)))
-
-
-def _check_positive(name, value, minimum):
-    if not isinstance(value, int) or value < minimum:
-        raise ValueError(
-            f"`{name}` must be an int of at least {minimum}. Received: {name}={value!r}"
-        )

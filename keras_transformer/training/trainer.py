@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from keras_transformer.data.corpora import load_tsv
 from keras_transformer.data.pipeline import make_dataset
-from keras_transformer.data.split import sentence_pairs_only
+from keras_transformer.data.prepare import load_training_pairs
 from keras_transformer.data.tokenizer import Tokenizer
 from keras_transformer.models.presets import PRESETS
 from keras_transformer.models.transformer import build_transformer
@@ -210,34 +210,6 @@ def train(
               "model": os.path.join(output_dir, MODEL_FILE)}
     logger.info("Training stopped at step %d: %s", step, result["stopped"])
     return result
-
-
-def load_training_pairs(data_dir, sentences_only=False):
-    """The training pairs of a folder written by `prepare`, or only its sentence pairs.
-
-    The Ding corpus is 96% words and phrases; the test split holds sentences only. Under a
-    budget of minutes, training on the sentence pairs alone gives far better sentence
-    translations (see `keras_transformer.demo`).
-
-    Example:
-    >>> import tempfile
-    >>> from keras_transformer.data import write_tsv
-    >>> data_dir = tempfile.mkdtemp()
-    >>> write_tsv(os.path.join(data_dir, "train.tsv"), [("Aas", "carrion"),
-    ...                                                 ("Ich bin hier.", "I am here.")])
-    >>> load_training_pairs(data_dir, sentences_only=True)
-    [('Ich bin hier.', 'I am here.')]
-    """
-    pairs = load_tsv(os.path.join(data_dir, "train.tsv"))
-    if not sentences_only:
-        return pairs
-    sentences = sentence_pairs_only(pairs)
-    if not sentences:
-        raise ValueError(
-            f"`sentences_only=True`, but {os.path.join(data_dir, 'train.tsv')} holds no "
-            "sentence pairs. Train on every pair (`sentences_only=False`)."
-        )
-    return sentences
 
 
 def _restore_backup(model, backup_dir):

@@ -103,10 +103,10 @@ def test_bucket_boundaries_and_batch_sizes():
 def test_argument_errors(small_tokenizer, small_pairs):
     with pytest.raises(ValueError, match="`long_sequences` must be one of"):
         encode_pairs(small_pairs, small_tokenizer, long_sequences="cut")
-    with pytest.raises(ValueError, match="`max_sequence_length` must be an int of at least 2"):
+    with pytest.raises(ValueError, match="`max_sequence_length` must be an integer of at least 2"):
         encode_pairs(small_pairs, small_tokenizer, max_sequence_length=1)
     examples = encode_pairs(small_pairs, small_tokenizer, max_sequence_length=32)
-    with pytest.raises(ValueError, match="`tokens_per_batch` must be an int of at least"):
+    with pytest.raises(ValueError, match="`tokens_per_batch` must be an integer of at least"):
         batch_by_token_budget(examples, tokens_per_batch=16, max_sequence_length=32)
     with pytest.raises(ValueError, match="`pairs` must hold at least one"):
         make_dataset([], small_tokenizer)
@@ -119,7 +119,7 @@ def test_batch_size_multiple(small_tokenizer, small_pairs):
     assert all(size % 3 == 0 and size > 0 for size in sizes)
     # Only the remainders (fewer than 3 a bucket) are dropped.
     assert 3 * len(small_pairs) - 2 * len(bucket_boundaries(32)) <= sum(sizes)
-    with pytest.raises(ValueError, match="`batch_size_multiple` must be an int of at least 1"):
+    with pytest.raises(ValueError, match="`batch_size_multiple` must be a positive integer"):
         batch_by_token_budget(examples, 96, 32, batch_size_multiple=0)
     with pytest.raises(ValueError, match=r"`max_sequence_length \* batch_size_multiple` \(96\)"):
         batch_by_token_budget(examples, 95, 32, batch_size_multiple=3)
