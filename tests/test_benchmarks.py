@@ -130,35 +130,57 @@ def test_markdown_report_and_docs_section(tmp_path):
         "peak": {"float32": 1e11, "bfloat16": 2e11},
         "training": {
             "preset": "tiny", "batches": 2, "sentences": 10, "tokens_per_batch": 64,
-            "flops_per_target_token": 1e6,
+            "max_sequence_length": 16, "flops_per_target_token": 1e6,
             "batching": {"bucketed (ours)": {"batches": 2, "padding_efficiency": 0.9}},
             "runs": [{**run_row, "model": "ours", "target_tokens_per_second": 3000.0},
-                     {**run_row, "model": "keras_hub", "target_tokens_per_second": 1000.0}],
-            "sentence_pairs": {"batches": 2, "sentences": 4, "runs": [
-                {**run_row, "model": "ours", "target_tokens_per_second": 900.0},
-                {**run_row, "model": "keras_hub", "target_tokens_per_second": 1000.0}]},
+                     {**run_row, "model": "keras_hub", "target_tokens_per_second": 1000.0},
+                     {**run_row, "model": "keras_hub", "batching": "recipe",
+                      "target_tokens_per_second": 100.0}],
+            "sentence_pairs": {
+                "batches": 2, "sentences": 4,
+                "batching": {"bucketed (ours)": {"batches": 2, "padding_efficiency": 0.8}},
+                "runs": [{**run_row, "model": "ours", "target_tokens_per_second": 900.0},
+                         {**run_row, "model": "keras_hub", "target_tokens_per_second": 1000.0},
+                         {**run_row, "model": "keras_hub", "batching": "recipe",
+                          "target_tokens_per_second": 450.0}]},
         },
         "translation": {"preset": "tiny", "source_length": 8, "length": 8, "rows": [
             {"batch_size": 32, "method": run.UNCACHED, "target_tokens_per_second": 10.0},
             {"batch_size": 32, "method": "cached greedy, XLA", "target_tokens_per_second": 50.0},
             {"batch_size": 32, "method": "cached beam 4, XLA", "target_tokens_per_second": 40.0},
         ]},
-        "quality": {"minutes_per_model": 1, "method": "greedy",
+        "quality": {"minutes_per_model": 1, "method": "beam", "methods": ["beam", "greedy"],
                     "recipe": {"preset": "tiny", "normalize_first": True},
                     "ours": {"steps": 5, "train_loss": 5.0, "validation_loss": 5.5,
-                             "bleu": 10.0, "chrf": 30.0},
-                    "keras_hub": {"error": "boom"}},
+                             "bleu": 10.0, "chrf": 30.0, "method": "beam",
+                             "scores": {"beam": {"bleu": 10.0, "chrf": 30.0},
+                                        "greedy": {"bleu": 9.0, "chrf": 29.0}}},
+                    "keras_hub": {"steps": 6, "train_loss": 6.0, "validation_loss": 6.5,
+                                  "bleu": 6.5, "chrf": 20.0, "method": "beam",
+                                  "scores": {"beam": {"bleu": 6.5, "chrf": 20.0},
+                                             "greedy": {"bleu": 7.0, "chrf": 21.0}}}},
     }
     text = run.markdown(results)
     assert "| ours | float32 | False | bucketed | 3,000 | 3.00x | 10 | 2,000 | 500 | 3.0% |" in text
     assert "| 32 | cached greedy, XLA | 50.0 | 5.00x |" in text
-    assert "ours / KerasHub, float32, jit_compile=False, same batches: 3.00 (target 1.5) - met" \
+    assert "| keras_hub | float32 | False | recipe | 100 |  |" in text
+    assert "| end to end, float32: ours (bucketed, no XLA) vs the recipe (its batching) | " \
+        "30.00x |" in text
+    assert ("the KerasHub recipe (its batching), float32, whole training split: 30.00 "
+            "(target 1.5) - met") in text
+    assert ("the KerasHub recipe (its batching), float32, sentence pairs: 2.00 "
+            "(target 1.5) - met") in text
+    assert "same batches (whole training split; one lever, no target of its own): " \
+        "float32 3.00x" in text
+    assert "same batches (sentence pairs; one lever, no target of its own): float32 0.90x" \
         in text
     assert "cached greedy / uncached loop at batch 32: 5.00 (target 10) - NOT met" in text
-    assert "| ours | float32 | False | 900 | 0.90x |" in text
-    assert "float32, sentence-pair batches: 0.90 (target 1.5) - NOT met" in text
+    assert "| ours | float32 | False | bucketed | 900 | 0.90x | 2.00x |" in text
     assert "Recipe: `preset=tiny`, `normalize_first=True`." in text
-    assert "| KerasHub baseline | boom |" in text
+    assert "| model | steps | train loss | validation loss | BLEU, beam | chrF, beam | " \
+        "BLEU, greedy | chrF, greedy |" in text
+    assert "| KerasHub baseline | 6 | 6.000 | 6.500 | 6.5 | 20.0 | 7.0 | 21.0 |" in text
+    assert "BLEU ours - KerasHub (points, beam decoding): 3.50 (target 3) - met" in text
     assert "Command: `python benchmarks/run.py --only quality --minutes 1`" in text
 
     page = tmp_path / "results.md"
