@@ -95,6 +95,12 @@ def _end_to_end(runs, precision):
             _speed(runs, "keras_hub", precision, False, "recipe"))
 
 
+def _padding_table(batching):
+    return _table(["batching", "batches", "padding efficiency"],
+                  [[name, stats["batches"], f"{100 * stats['padding_efficiency']:.1f}%"]
+                   for name, stats in batching.items()])
+
+
 def _command(results, name):
     command = results.get("commands", {}).get(name)
     return [f"Command: `{command}`", ""] if command else []
@@ -165,9 +171,7 @@ def training_markdown(training, peak):
                   "so the first pass's compile cost is paid that many times per run."]
     lines += ["", "Padding efficiency (real tokens / all tokens, both sides) of the same "
               "sentences batched three ways:", ""]
-    lines += _table(["batching", "batches", "padding efficiency"],
-                    [[name, stats["batches"], f"{100 * stats['padding_efficiency']:.1f}%"]
-                     for name, stats in training["batching"].items()])
+    lines += _padding_table(training["batching"])
     sentences = training.get("sentence_pairs")
     if sentences:
         lines += ["", f"The batches above come from the whole training split, 96% dictionary "
@@ -190,9 +194,7 @@ def training_markdown(training, peak):
                          "ours vs KerasHub, same batches", "ours vs the recipe's batching"],
                         rows)
         lines += ["", "Padding efficiency of these sentences:", ""]
-        lines += _table(["batching", "batches", "padding efficiency"],
-                        [[name, stats["batches"], f"{100 * stats['padding_efficiency']:.1f}%"]
-                         for name, stats in sentences["batching"].items()])
+        lines += _padding_table(sentences["batching"])
     return lines
 
 
@@ -283,18 +285,17 @@ def goals(results):
     training = results.get("training", {})
     for name, section in (("whole training split", training),
                           ("sentence pairs", training.get("sentence_pairs", {}))):
+        runs = section.get("runs", [])
         for precision in ("float32", "mixed_bfloat16"):
-            ours, recipe = _end_to_end(section.get("runs", []), precision)
+            ours, recipe = _end_to_end(runs, precision)
             if ours and recipe:
                 mark(f"training tokens/s, ours (bucketed) / the KerasHub recipe (its "
                      f"batching), {precision}, {name}", ours / recipe, 1.5)
-    for name, section in (("whole training split", training),
-                          ("sentence pairs", training.get("sentence_pairs", {}))):
         ratios = []
         for precision in ("float32", "mixed_bfloat16"):
             for jit in (False, True):
-                ours = _speed(section.get("runs", []), "ours", precision, jit)
-                theirs = _speed(section.get("runs", []), "keras_hub", precision, jit)
+                ours = _speed(runs, "ours", precision, jit)
+                theirs = _speed(runs, "keras_hub", precision, jit)
                 if ours and theirs:
                     ratios.append(f"{precision}{', XLA' if jit else ''} {ours / theirs:.2f}x")
         if ratios:

@@ -182,6 +182,8 @@ def test_markdown_report_and_docs_section(tmp_path):
     assert "| KerasHub baseline | 6 | 6.000 | 6.500 | 6.5 | 20.0 | 7.0 | 21.0 |" in text
     assert "BLEU ours - KerasHub (points, beam decoding): 3.50 (target 3) - met" in text
     assert "Command: `python benchmarks/run.py --only quality --minutes 1`" in text
+    results["quality"]["keras_hub"] = {"error": "boom"}
+    assert "| KerasHub baseline | boom |" in run.markdown(results)
 
     page = tmp_path / "results.md"
     page.write_text(f"# Results\n\nbefore\n\n{run.START}\nold\n{run.END}\n\nafter\n")
