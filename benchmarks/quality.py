@@ -11,7 +11,11 @@ decoding; ours with its length penalty 0.6, the baseline with KerasHub's
 `BeamSampler`, which has none), the headline figure, and greedily (ours with
 `kt.generate`, the baseline with KerasHub's `GreedySampler`).
 
+`--set KEY=VALUE` changes the recipe for both sides (a `train` argument or a model
+override; the value is read as JSON when it parses, else as a string), to try a lever:
+
     python benchmarks/quality.py --minutes 12 --data runs/data --output runs/bench/quality
+    python benchmarks/quality.py --side ours --minutes 12 --set tokens_per_batch=2048
 """
 
 import argparse
@@ -29,29 +33,54 @@ SIDES = ("ours", "keras_hub")
 METHODS = ("beam", "greedy")  # the first is the headline
 
 
-def recipe():
-    """The demo's training recipe, split into `train` arguments and model overrides."""
+def recipe(changes=None):
+    """The demo's training recipe with `changes`, split into `train` arguments and model
+    overrides.
+
+    Example:
+    >>> arguments, overrides = recipe({"dropout": 0.3, "warmup_steps": 200})
+    >>> arguments["warmup_steps"], overrides["dropout"]
+    (200, 0.3)
+    """
     from keras_transformer.demo import DEMO_TRAINING
     from keras_transformer.training import train
 
+    settings = {**DEMO_TRAINING, **(changes or {})}
     parameters = inspect.signature(train).parameters
-    arguments = {key: value for key, value in DEMO_TRAINING.items() if key in parameters}
-    overrides = {key: value for key, value in DEMO_TRAINING.items() if key not in parameters}
+    arguments = {key: value for key, value in settings.items() if key in parameters}
+    overrides = {key: value for key, value in settings.items() if key not in parameters}
     return arguments, overrides
 
 
-def train_ours(data_dir, output_dir, minutes):
-    """`train` with the demo's recipe for `minutes`; returns the trained `Translator`."""
-    from keras_transformer.demo import DEMO_TRAINING
+def parse_change(text):
+    """`KEY=VALUE` from the command line as `(key, value)`; the value is JSON if it parses.
+
+    Example:
+    >>> parse_change("tokens_per_batch=2048"), parse_change("precision=float32")
+    (('tokens_per_batch', 2048), ('precision', 'float32'))
+    """
+    key, separator, value = text.partition("=")
+    if not separator or not key.isidentifier():
+        raise argparse.ArgumentTypeError(
+            f"expected KEY=VALUE, e.g. `--set tokens_per_batch=2048`; received {text!r}")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
+
+
+def train_ours(data_dir, output_dir, minutes, changes=None):
+    """`train` with the recipe for `minutes`; returns the trained `Translator`."""
     from keras_transformer.generation import Translator
     from keras_transformer.training import train
 
+    arguments, overrides = recipe(changes)
     result = train(data_dir, output_dir, max_steps=10**7, max_minutes=minutes, verbose=0,
-                   **DEMO_TRAINING)
+                   **arguments, **overrides)
     return Translator.from_directory(output_dir), result["step"], result["logs"]
 
 
-def train_keras_hub(data_dir, minutes):
+def train_keras_hub(data_dir, minutes, changes=None):
     """The baseline trained like `train` does ours; returns its `KerasHubTranslator`."""
     import keras
     from keras_hub_baseline import KerasHubTranslator, build_keras_hub_transformer
@@ -60,7 +89,7 @@ def train_keras_hub(data_dir, minutes):
     from keras_transformer.training import TrainingLimit, compile_transformer, set_precision
     from keras_transformer.training.trainer import train
 
-    arguments, overrides = recipe()
+    arguments, overrides = recipe(changes)
     defaults = {name: parameter.default
                 for name, parameter in inspect.signature(train).parameters.items()}
     settings = {**defaults, **arguments}
@@ -90,7 +119,7 @@ def train_keras_hub(data_dir, minutes):
     return translator, int(model.optimizer.iterations.numpy()), logs
 
 
-def run_side(side, data_dir, output_dir, minutes):
+def run_side(side, data_dir, output_dir, minutes, changes=None):
     """Train one side for `minutes`, then score it on `test.tsv`; returns a dict."""
     from keras_transformer.data import load_tsv
     from keras_transformer.evaluation import evaluate_translator
@@ -98,9 +127,9 @@ def run_side(side, data_dir, output_dir, minutes):
     start = time.monotonic()
     if side == "ours":
         shutil.rmtree(output_dir, ignore_errors=True)  # a fresh run, not a resumed one
-        translator, steps, logs = train_ours(data_dir, output_dir, minutes)
+        translator, steps, logs = train_ours(data_dir, output_dir, minutes, changes)
     else:
-        translator, steps, logs = train_keras_hub(data_dir, minutes)
+        translator, steps, logs = train_keras_hub(data_dir, minutes, changes)
         os.makedirs(output_dir, exist_ok=True)  # its weights, to score it again later
         translator.model.save_weights(os.path.join(output_dir, "model.weights.h5"))
     trained = time.monotonic() - start
@@ -113,7 +142,7 @@ def run_side(side, data_dir, output_dir, minutes):
                           "seconds": time.monotonic() - begin,
                           "examples": result["examples"][:3]}
     headline = scores[METHODS[0]]
-    return {"side": side, "minutes": minutes, "steps": steps,
+    return {"side": side, "minutes": minutes, "changes": changes or {}, "steps": steps,
             "train_loss": logs.get("loss"), "validation_loss": logs.get("val_loss"),
             "training_seconds": trained, "evaluation_seconds": time.monotonic() - start - trained,
             "bleu": headline["bleu"], "chrf": headline["chrf"], "method": METHODS[0],
@@ -121,15 +150,17 @@ def run_side(side, data_dir, output_dir, minutes):
 
 
 def benchmark(minutes=12.0, data_dir="runs/data", output_dir="runs/bench/quality",
-              sides=SIDES):
+              sides=SIDES, changes=None):
     """Both sides, each in a fresh process, one after the other; a dict per side."""
-    arguments, overrides = recipe()
+    arguments, overrides = recipe(changes)
     results = {"minutes_per_model": minutes, "method": METHODS[0], "methods": list(METHODS),
                "recipe": {**arguments, **overrides}}
     env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2"}
     for side in sides:
         command = [sys.executable, os.path.abspath(__file__), "--side", side, "--minutes",
                    str(minutes), "--data", data_dir, "--output", output_dir]
+        for key, value in (changes or {}).items():
+            command += ["--set", f"{key}={json.dumps(value)}"]
         # Evaluation and saving come on top of the budget (the baseline's uncached beam
         # search took 12 minutes on 2 cores); the timeout only catches hangs.
         done = subprocess.run(command, capture_output=True, text=True, env=env,
@@ -149,14 +180,18 @@ def main():
     parser.add_argument("--data", default="runs/data")
     parser.add_argument("--output", default="runs/bench/quality")
     parser.add_argument("--side", choices=SIDES, help="run one side in this process")
+    parser.add_argument("--set", type=parse_change, action="append", default=[],
+                        metavar="KEY=VALUE", dest="changes",
+                        help="change the recipe (a `train` argument or model override)")
     args = parser.parse_args()
+    changes = dict(args.changes)
     if args.side:
         result = run_side(args.side, args.data, os.path.join(args.output, args.side),
-                          args.minutes)
+                          args.minutes, changes)
         print(json.dumps(result, ensure_ascii=False), flush=True)
     else:
-        print(json.dumps(benchmark(args.minutes, args.data, args.output), indent=2,
-                         ensure_ascii=False))
+        print(json.dumps(benchmark(args.minutes, args.data, args.output, changes=changes),
+                         indent=2, ensure_ascii=False))
 
 
 if __name__ == "__main__":

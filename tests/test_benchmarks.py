@@ -30,8 +30,9 @@ def tiny_batch():
 def test_docstring_examples():
     import keras_hub_baseline
     import mfu
+    import quality
 
-    for module in (keras_hub_baseline, mfu):
+    for module in (keras_hub_baseline, mfu, quality):
         failed, attempted = doctest.testmod(module, extraglobs={"np": np})
         assert attempted > 0 and failed == 0, module.__name__
 
@@ -222,3 +223,16 @@ def test_quality_recipe_is_the_demo_recipe():
     assert {**arguments, **overrides} == DEMO_TRAINING
     assert set(arguments) <= set(inspect.signature(train).parameters)
     assert "preset" in arguments and "precision" in arguments
+
+
+def test_quality_recipe_changes_reach_both_sides_and_bad_ones_are_named():
+    import argparse
+
+    from quality import parse_change, recipe
+
+    arguments, overrides = recipe(dict([parse_change("tokens_per_batch=2048"),
+                                        parse_change("dropout=0.3")]))
+    assert arguments["tokens_per_batch"] == 2048 and overrides["dropout"] == 0.3
+    assert recipe()[0]["tokens_per_batch"] == 4096  # the demo's recipe is left as it was
+    with pytest.raises(argparse.ArgumentTypeError, match="KEY=VALUE"):
+        parse_change("2048")
