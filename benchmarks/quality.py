@@ -31,6 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 SIDES = ("ours", "keras_hub")
 METHODS = ("beam", "greedy")  # the first is the headline
+HARNESS_KEYS = ("max_steps", "max_minutes", "verbose")  # `train` arguments `--set` cannot change
 
 
 def recipe(changes=None):
@@ -63,6 +64,10 @@ def parse_change(text):
     if not separator or not key.isidentifier():
         raise argparse.ArgumentTypeError(
             f"expected KEY=VALUE, e.g. `--set tokens_per_batch=2048`; received {text!r}")
+    if key in HARNESS_KEYS:
+        raise argparse.ArgumentTypeError(
+            f"`{key}` is set by the benchmark itself (the budget is `--minutes`); "
+            f"received {text!r}")
     try:
         return key, json.loads(value)
     except json.JSONDecodeError:
