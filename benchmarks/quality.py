@@ -46,6 +46,10 @@ def recipe(changes=None):
     from keras_transformer.demo import DEMO_TRAINING
     from keras_transformer.training import train
 
+    for key in HARNESS_KEYS:
+        if key in (changes or {}):
+            raise ValueError(f"`{key}` is set by the benchmark itself (the budget is "
+                             f"`--minutes`); received {key}={changes[key]!r}")
     settings = {**DEMO_TRAINING, **(changes or {})}
     parameters = inspect.signature(train).parameters
     arguments = {key: value for key, value in settings.items() if key in parameters}
@@ -64,10 +68,6 @@ def parse_change(text):
     if not separator or not key.isidentifier():
         raise argparse.ArgumentTypeError(
             f"expected KEY=VALUE, e.g. `--set tokens_per_batch=2048`; received {text!r}")
-    if key in HARNESS_KEYS:
-        raise argparse.ArgumentTypeError(
-            f"`{key}` is set by the benchmark itself (the budget is `--minutes`); "
-            f"received {text!r}")
     try:
         return key, json.loads(value)
     except json.JSONDecodeError:
@@ -190,6 +190,10 @@ def main():
                         help="change the recipe (a `train` argument or model override)")
     args = parser.parse_args()
     changes = dict(args.changes)
+    try:
+        recipe(changes)  # refuses the keys the benchmark sets, before any training starts
+    except ValueError as error:
+        parser.error(str(error))
     if args.side:
         result = run_side(args.side, args.data, os.path.join(args.output, args.side),
                           args.minutes, changes)

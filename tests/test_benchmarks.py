@@ -236,5 +236,5 @@ def test_quality_recipe_changes_reach_both_sides_and_bad_ones_are_named():
     assert recipe()[0]["tokens_per_batch"] == 4096  # the demo's recipe is left as it was
     with pytest.raises(argparse.ArgumentTypeError, match="KEY=VALUE"):
         parse_change("2048")
-    with pytest.raises(argparse.ArgumentTypeError, match="--minutes"):
-        parse_change("max_steps=800")
+    with pytest.raises(ValueError, match="--minutes"):
+        recipe(dict([parse_change("max_steps=800")]))
