@@ -9,6 +9,10 @@ True
 
 __version__ = "0.1.0"
 
+# Under KERAS_BACKEND=jax or torch nothing here imports TensorFlow: the TensorFlow-only
+# features (tf.data, in-graph tokenizer ops, SavedModel export, tf.distribute) load it
+# when first used (see `keras_transformer.backend`).
+
 from keras_transformer import (  # noqa: E402
     data,
     export,
@@ -20,7 +24,6 @@ from keras_transformer import (  # noqa: E402
     optimizers,
     training,
 )
-from keras_transformer.export import export_saved_model  # noqa: E402
 from keras_transformer.generation import Translator, generate, plot_attention  # noqa: E402
 from keras_transformer.layers.attention import MultiHeadAttention  # noqa: E402
 from keras_transformer.layers.decoder import TransformerDecoderBlock  # noqa: E402
@@ -39,7 +42,17 @@ from keras_transformer.metrics import MaskedAccuracy, Perplexity  # noqa: E402
 from keras_transformer.models import PRESETS, Transformer, build_transformer  # noqa: E402
 from keras_transformer.optimizers import TransformerSchedule  # noqa: E402
 from keras_transformer.special_tokens import END_ID, PAD_ID, START_ID, UNK_ID  # noqa: E402
-from keras_transformer.training import compile_transformer  # noqa: E402
+from keras_transformer.training.compile import compile_transformer  # noqa: E402
+
+
+def __getattr__(name):
+    # SavedModel export imports TensorFlow: only when first used.
+    if name == "export_saved_model":
+        from keras_transformer.export.saved_model import export_saved_model
+
+        return export_saved_model
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "END_ID",

@@ -1,4 +1,4 @@
-"""Data: corpora, the project's split, the SentencePiece tokenizer and the tf.data pipeline.
+"""Data: corpora, the split, the SentencePiece tokenizer, the tf.data pipeline and NumPy batcher.
 
 Example:
 >>> from keras_transformer import data
@@ -7,30 +7,28 @@ Example:
 [('Wie spät ist es?', 'What time is it?')]
 """
 
-from keras_transformer.data.corpora import (
-    DING_PATH,
-    clean_ding_entry,
-    default_ding_path,
-    load_ding,
-    load_parallel,
-    load_tsv,
-    parse_ding,
-    write_tsv,
-)
-from keras_transformer.data.pipeline import (
-    batch_by_token_budget,
-    bucket_boundaries,
-    encode_pairs,
-    make_dataset,
-    teacher_forcing,
-)
-from keras_transformer.data.prepare import load_training_pairs, prepare
-from keras_transformer.data.report import batch_statistics, compare_padding, unknown_share
-from keras_transformer.data.split import is_sentence_pair, sentence_pairs_only, split_pairs
-from keras_transformer.data.tokenizer import Tokenizer, train_tokenizer
+from keras_transformer.lazy import lazy_attributes
+
+# Corpora, the split, the tokenizer and the NumPy batcher run on every backend; the
+# `tf.data` pipeline and the padding report load TensorFlow when first used.
+_MODULES = {
+    "corpora": ["DING_PATH", "clean_ding_entry", "default_ding_path", "load_ding",
+                "load_parallel", "load_tsv", "parse_ding", "write_tsv"],
+    "pipeline": ["batch_by_token_budget", "bucket_boundaries", "encode_pairs", "make_dataset",
+                 "teacher_forcing"],
+    "batching": ["NumpyBatches", "token_budget_batch_sizes"],
+    "prepare": ["load_training_pairs", "prepare"],
+    "report": ["batch_statistics", "compare_padding", "unknown_share"],
+    "split": ["is_sentence_pair", "sentence_pairs_only", "split_pairs"],
+    "tokenizer": ["Tokenizer", "train_tokenizer"],
+}
+__getattr__, __dir__ = lazy_attributes(__name__, {
+    name: f"{__name__}.{module}" for module, names in _MODULES.items() for name in names
+})
 
 __all__ = [
     "DING_PATH",
+    "NumpyBatches",
     "Tokenizer",
     "batch_by_token_budget",
     "batch_statistics",
@@ -50,6 +48,7 @@ __all__ = [
     "sentence_pairs_only",
     "split_pairs",
     "teacher_forcing",
+    "token_budget_batch_sizes",
     "train_tokenizer",
     "unknown_share",
     "write_tsv",

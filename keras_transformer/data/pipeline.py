@@ -14,15 +14,20 @@ Each pair becomes one example (the teacher-forcing shift, defined only in
 
 Batches group examples of similar length, padded with `PAD_ID` (0), and hold at most
 `tokens_per_batch` padded tokens per side: `B * S <= tokens_per_batch` and
-`B * T <= tokens_per_batch`. This module is TensorFlow-specific.
+`B * T <= tokens_per_batch`. This module is TensorFlow-specific (it imports TensorFlow);
+`keras_transformer.data.batching.NumpyBatches` gives the same batches without it.
 """
 
-import tensorflow as tf
-
+from keras_transformer.backend import require_tensorflow
+from keras_transformer.data.batching import LONG_SEQUENCES as _LONG_SEQUENCES
+from keras_transformer.data.batching import bucket_boundaries, token_budget_batch_sizes
 from keras_transformer.special_tokens import END_ID, START_ID
 from keras_transformer.validation import check_positive_int
 
-_LONG_SEQUENCES = ("drop", "truncate")
+tf = require_tensorflow("The tf.data pipeline (`make_dataset`)")
+
+__all__ = ["batch_by_token_budget", "bucket_boundaries", "encode_pairs", "make_dataset",
+           "teacher_forcing"]
 
 
 def teacher_forcing(source_ids, target_ids):
@@ -117,24 +122,6 @@ def encode_pairs(pairs, tokenizer, max_sequence_length=256, long_sequences="drop
     return dataset.map(lambda features, labels: (features, labels))
 
 
-def bucket_boundaries(max_sequence_length, step=1.1):
-    """Length bucket boundaries: every length up to 20, then growing by `step`.
-
-    Bucket `i` holds lengths in `[boundaries[i - 1], boundaries[i])`; the last holds
-    lengths from `boundaries[-1]` to `max_sequence_length`.
-
-    Example:
-    >>> bucket_boundaries(30)
-    [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 22, 24, 26, 28, 30]
-    """
-    boundaries = []
-    length = 2
-    while length <= max_sequence_length:
-        boundaries.append(length)
-        length = max(length + 1, int(length * step))
-    return boundaries
-
-
 def batch_by_token_budget(
     examples, tokens_per_batch=25_000, max_sequence_length=256, batch_size_multiple=1
 ):
@@ -176,19 +163,9 @@ def batch_by_token_budget(
     >>> sum(int(labels.shape[0]) for _, labels in batches)
     16
     """
-    check_positive_int("max_sequence_length", max_sequence_length, minimum=2)
-    check_positive_int("batch_size_multiple", batch_size_multiple)
-    smallest = max_sequence_length * batch_size_multiple
-    if not isinstance(tokens_per_batch, int) or tokens_per_batch < smallest:
-        raise ValueError(
-            "`tokens_per_batch` must be an integer of at least `max_sequence_length * "
-            f"batch_size_multiple` ({smallest}) so that a batch can hold the longest "
-            f"sequences. Received: tokens_per_batch={tokens_per_batch!r}"
-        )
-    boundaries = bucket_boundaries(max_sequence_length)
-    longest = [boundary - 1 for boundary in boundaries] + [max_sequence_length]
+    boundaries, batch_sizes = token_budget_batch_sizes(
+        tokens_per_batch, max_sequence_length, batch_size_multiple)
     multiple = batch_size_multiple
-    batch_sizes = [tokens_per_batch // length // multiple * multiple for length in longest]
 
     def length(features, labels):
         return tf.maximum(

@@ -13,7 +13,6 @@ import time
 from collections import Counter
 
 from keras_transformer.data.corpora import default_ding_path, load_ding, load_tsv, write_tsv
-from keras_transformer.data.report import compare_padding, unknown_share
 from keras_transformer.data.split import sentence_pairs_only, split_pairs
 from keras_transformer.data.tokenizer import train_tokenizer
 
@@ -74,6 +73,8 @@ def prepare(
         seed=seed,
     )
     training_seconds = time.perf_counter() - start
+    from keras_transformer.data.report import compare_padding, unknown_share
+
     padding = compare_padding(
         splits["train"], tokenizer, tokens_per_batch, max_sequence_length, seed=seed
     )

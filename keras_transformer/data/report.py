@@ -9,10 +9,11 @@ TensorFlow-specific.
 
 import random
 
-import tensorflow as tf
-
+from keras_transformer.backend import require_tensorflow
 from keras_transformer.data.pipeline import batch_by_token_budget, encode_pairs
 from keras_transformer.special_tokens import PAD_ID, UNK_ID
+
+tf = require_tensorflow("The padding report (`keras_transformer.data.report`)")
 
 
 def unknown_share(tokenizer, texts, batch_size=4096):

@@ -1,10 +1,12 @@
-"""A shared source-target SentencePiece BPE tokenizer that runs inside the TensorFlow graph.
+"""A shared source-target SentencePiece BPE tokenizer, in Python and inside TensorFlow graphs.
 
 Section 5.1 of Vaswani et al. (2017): "Sentences were encoded using byte-pair encoding,
-which has a shared source-target vocabulary". Training uses the `sentencepiece` package;
-tokenizing and detokenizing use `tensorflow_text.SentencepieceTokenizer` built from the
-model's bytes, so the same tokenizer can run in `tf.data` and be saved in a SavedModel.
-This module is TensorFlow-specific.
+which has a shared source-target vocabulary". Training uses the `sentencepiece` package.
+`Tokenizer.encode_as_ids` / `decode_ids` use SentencePiece's own Python API and run
+everywhere, whatever the Keras backend. `tokenize` / `detokenize` run
+`tensorflow_text.SentencepieceTokenizer` built from the same model bytes, so the same
+tokenizer works in `tf.data` and in a SavedModel; they need TensorFlow (imported when
+first used) and give the same ids.
 
 Text is normalized with SentencePiece's `nmt_nfkc` rule: Unicode NFKC (so `…` becomes
 `...` and `ﬁ` becomes `fi`), control characters removed, runs of whitespace collapsed and
@@ -15,35 +17,44 @@ that this normalization leaves unchanged, which is true of almost every corpus s
 import io
 import os
 
+import numpy as np
 import sentencepiece
-import tensorflow as tf
-import tensorflow_text
 
+from keras_transformer.backend import require_tensorflow
 from keras_transformer.special_tokens import END_ID, PAD_ID, START_ID, UNK_ID
 
+_SPECIAL_IDS = (PAD_ID, START_ID, END_ID)
 
-class Tokenizer(tf.Module):
+
+def _gfile(path):
+    return require_tensorflow(f"Reading or writing `{path}`").io.gfile
+
+
+class Tokenizer:
     """A SentencePiece tokenizer with the package's fixed special ids.
 
     Ids `PAD_ID` (0), `UNK_ID` (1), `START_ID` (2, SentencePiece's bos) and `END_ID`
-    (3, eos) are reserved; `tokenize` never adds start or end ids (the data pipeline
-    does) and `detokenize` drops pad, start and end ids.
+    (3, eos) are reserved; tokenizing never adds start or end ids (the data pipeline
+    does) and detokenizing drops pad, start and end ids.
 
     Args:
         model_bytes: bytes. A serialized SentencePiece model (the content of a
             `tokenizer.model` file), trained with the ids above.
-        name: str. Name of the `tf.Module`.
+        name: str. Name of the TensorFlow module that `graph_tokenizer` builds.
 
-    Example:
+    Example (Python lists, on every backend):
     >>> tokenizer = train_tokenizer(["Guten Morgen.", "Good morning."] * 10,
     ...                             vocabulary_size=40)
-    >>> ids = tokenizer.tokenize(["Guten Morgen."])
-    >>> tokenizer.detokenize(ids).numpy()
+    >>> ids = tokenizer.encode_as_ids(["Guten Morgen."])
+    >>> tokenizer.decode_ids(ids)
+    ['Guten Morgen.']
+
+    The same inside TensorFlow (ragged tensors, for `tf.data` and SavedModels):
+    >>> tokenizer.detokenize(tokenizer.tokenize(["Guten Morgen."])).numpy()
     array([b'Guten Morgen.'], dtype=object)
     """
 
     def __init__(self, model_bytes, name="tokenizer"):
-        super().__init__(name=name)
         processor = sentencepiece.SentencePieceProcessor(model_proto=bytes(model_bytes))
         ids = (processor.pad_id(), processor.unk_id(), processor.bos_id(), processor.eos_id())
         if ids != (PAD_ID, UNK_ID, START_ID, END_ID):
@@ -52,14 +63,72 @@ class Tokenizer(tf.Module):
                 "bos_id=2 and eos_id=3 (train it with `train_tokenizer`). Received a model "
                 f"with pad_id={ids[0]}, unk_id={ids[1]}, bos_id={ids[2]}, eos_id={ids[3]}."
             )
+        self.name = name
         self.model_bytes = bytes(model_bytes)
         self.vocabulary_size = processor.get_piece_size()
-        self._sentencepiece = self._build()
+        self._processor = processor
+        self._sentencepiece = None  # the TensorFlow tokenizer, built when first needed
+
+    @classmethod
+    def from_file(cls, path):
+        """Loads a tokenizer from a `tokenizer.model` file (a local path, or any
+        `tf.io.gfile` URL such as `gs://...` where TensorFlow is installed).
+
+        Raises:
+            FileNotFoundError: the file does not exist.
+        """
+        exists = _gfile(path).exists if "://" in str(path) else os.path.exists
+        if not exists(path):
+            raise FileNotFoundError(
+                f"Tokenizer file not found: `{path}`. Create one with `train_tokenizer` or "
+                "`keras-transformer prepare --output DIR` (it writes DIR/tokenizer.model)."
+            )
+        opener = _gfile(path).GFile if "://" in str(path) else open
+        with opener(path, "rb") as file:
+            return cls(file.read())
+
+    def save(self, path):
+        """Writes the model bytes to `path`, readable by `Tokenizer.from_file`."""
+        opener = _gfile(path).GFile if "://" in str(path) else open
+        with opener(path, "wb") as file:
+            file.write(self.model_bytes)
+
+    # --- Python API (every backend) -----------------------------------------------------
+
+    def encode_as_ids(self, strings):
+        """Piece ids of each string, without start or end ids: a list of lists of ints."""
+        return self._processor.encode_as_ids([str(s) for s in strings])
+
+    def decode_ids(self, ids):
+        """Strings for rows of ids (lists or a `(B, T)` array); pad, start, end dropped."""
+        rows = ids.tolist() if isinstance(ids, np.ndarray) else [list(row) for row in ids]
+        return self._processor.decode_ids(
+            [[int(i) for i in row if int(i) not in _SPECIAL_IDS] for row in rows]
+        )
+
+    def id_to_piece(self, token_id):
+        """The piece string of one id (e.g. `"▁Gut"`)."""
+        return self._processor.id_to_piece(int(token_id))
+
+    # --- TensorFlow API (tf.data, SavedModel) ------------------------------------------
+
+    @property
+    def graph_tokenizer(self):
+        """The `tensorflow_text.SentencepieceTokenizer` (a `tf.Module`) that `tokenize`
+        runs; track it in a SavedModel that calls `tokenize` or `detokenize`."""
+        if self._sentencepiece is None:
+            self._sentencepiece = self._build()
+        return self._sentencepiece
 
     def _build(self):
-        return tensorflow_text.SentencepieceTokenizer(model=self.model_bytes, out_type=tf.int32)
+        tf = require_tensorflow("The in-graph tokenizer (`Tokenizer.tokenize`)")
+        tensorflow_text = require_tensorflow(
+            "The in-graph tokenizer (`Tokenizer.tokenize`)", "tensorflow_text")
+        return tensorflow_text.SentencepieceTokenizer(model=self.model_bytes, out_type=tf.int32,
+                                                      name=self.name)
 
     def _run(self, method, inputs):
+        tf = require_tensorflow("The in-graph tokenizer (`Tokenizer.tokenize`)")
         # `tf.random.set_seed` (and `keras.utils.set_random_seed`) clears the eager
         # context, which drops the SentencePiece resource: rebuild it, eagerly. A graph
         # (`tf.function`, `tf.data`) captures the resource when traced, so check it then.
@@ -67,35 +136,15 @@ class Tokenizer(tf.Module):
             with tf.init_scope():
                 if tf.executing_eagerly():
                     self._run("tokenize", tf.constant([""]))
-            return getattr(self._sentencepiece, method)(inputs)
+            return getattr(self.graph_tokenizer, method)(inputs)
         try:
-            return getattr(self._sentencepiece, method)(inputs)
+            return getattr(self.graph_tokenizer, method)(inputs)
         except tf.errors.NotFoundError:
             self._sentencepiece = self._build()
             return getattr(self._sentencepiece, method)(inputs)
 
-    @classmethod
-    def from_file(cls, path):
-        """Loads a tokenizer from a `tokenizer.model` file (any `tf.io.gfile` path).
-
-        Raises:
-            FileNotFoundError: the file does not exist.
-        """
-        if not tf.io.gfile.exists(path):
-            raise FileNotFoundError(
-                f"Tokenizer file not found: `{path}`. Create one with `train_tokenizer` or "
-                "`keras-transformer prepare --output DIR` (it writes DIR/tokenizer.model)."
-            )
-        with tf.io.gfile.GFile(path, "rb") as file:
-            return cls(file.read())
-
-    def save(self, path):
-        """Writes the model bytes to `path`, readable by `Tokenizer.from_file`."""
-        with tf.io.gfile.GFile(path, "wb") as file:
-            file.write(self.model_bytes)
-
     def tokenize(self, strings):
-        """Splits strings into piece ids, without start or end ids.
+        """Splits strings into piece ids, without start or end ids (TensorFlow ops).
 
         Args:
             strings: string tensor or Python strings, shape `(B,)` or scalar.
@@ -106,7 +155,7 @@ class Tokenizer(tf.Module):
         return self._run("tokenize", strings)
 
     def detokenize(self, ids):
-        """Turns piece ids back into strings, dropping pad, start and end ids.
+        """Turns piece ids back into strings, dropping pad, start and end ids (TensorFlow ops).
 
         Args:
             ids: int tensor, dense (padded) or ragged, shape `(B, T)` or `(T,)`.
@@ -114,6 +163,7 @@ class Tokenizer(tf.Module):
         Returns:
             String tensor `(B,)`, or a scalar string for `(T,)` input.
         """
+        tf = require_tensorflow("The in-graph tokenizer (`Tokenizer.detokenize`)")
         if not isinstance(ids, tf.RaggedTensor):
             ids = tf.convert_to_tensor(ids)
         ids = tf.cast(ids, tf.int32)

@@ -8,6 +8,11 @@ kt.export_saved_model("runs/base", "exports/base/1", beam_size=4, alpha=0.6)
 ```
 """
 
-from keras_transformer.export.saved_model import SIGNATURES, export_saved_model
+from keras_transformer.lazy import lazy_attributes
+
+__getattr__, __dir__ = lazy_attributes(__name__, {
+    "SIGNATURES": f"{__name__}.saved_model",
+    "export_saved_model": f"{__name__}.saved_model",
+})
 
 __all__ = ["SIGNATURES", "export_saved_model"]

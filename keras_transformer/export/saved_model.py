@@ -32,8 +32,8 @@ import json
 import os
 
 import keras
-import tensorflow as tf  # TensorFlow-specific: SavedModel, XLA.
 
+from keras_transformer.backend import require_tensorflow
 from keras_transformer.generation.beam_search import beam_search, check_beam_options
 from keras_transformer.generation.generate import (
     LENGTH_BUCKET,
@@ -44,6 +44,8 @@ from keras_transformer.generation.generate import (
 from keras_transformer.generation.step import DecoderStep
 from keras_transformer.special_tokens import END_ID, PAD_ID
 from keras_transformer.validation import check_positive_int
+
+tf = require_tensorflow("SavedModel export")
 
 SIGNATURES = ("serving_default", "nbest", "metadata")
 
@@ -226,6 +228,12 @@ def export_saved_model(
     >>> out["translation"].shape, out["translation"].numpy()[1]
     (TensorShape([2]), b'')
     """
+    if keras.backend.backend() != "tensorflow":
+        raise RuntimeError(
+            "SavedModel export runs under the TensorFlow backend. Run it with "
+            "KERAS_BACKEND=tensorflow (a model.keras saved under JAX or PyTorch loads there "
+            f"unchanged). Current backend: {keras.backend.backend()!r}"
+        )
     model, tokenizer, translator_max_sequence_length = _load(translator_or_model_dir)
     check_beam_options(model.vocabulary_size, beam_size, alpha)
     check_max_length_offset(max_length_offset)
@@ -260,7 +268,7 @@ def export_saved_model(
 
     archive = keras.export.ExportArchive()
     archive.track(model)
-    archive.track(tokenizer)  # the SentencePiece resource and its model bytes
+    archive.track(tokenizer.graph_tokenizer)  # the SentencePiece resource and its model bytes
     text = tf.TensorSpec([None], tf.string, name="text")
     archive.add_endpoint("serving_default", translation.serve, input_signature=[text])
     archive.add_endpoint("nbest", translation.nbest, input_signature=[text])

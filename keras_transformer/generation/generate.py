@@ -1,18 +1,21 @@
 """`generate`: encode once, then decode greedily, with beam search or by sampling.
 
-The search runs in one `while_loop` over static shapes, so it compiles with XLA:
-`jit_compile=True` wraps it in `tf.function(jit_compile=True)` (TensorFlow-specific),
-cached per model and configuration. To limit retracing, the batch is padded to a
-power of two and the source and output lengths to multiples of `LENGTH_BUCKET`;
-the actual length limit is a loop bound, not a shape. `jit_compile=False` runs the
-same code eagerly, for debugging.
+The search runs in one `while_loop` over static shapes, so it compiles with XLA.
+`jit_compile=True` compiles it the way of the running Keras backend, once per model
+and configuration: `tf.function(jit_compile=True)` on TensorFlow, `jax.jit` on JAX
+(the weights are arguments, so a model that keeps training is read afresh), and on
+PyTorch the eager loop under `torch.inference_mode()` (PyTorch has no compiled
+`while_loop`; the loop's Python overhead is one dispatch per step). To limit
+retracing, the batch is padded to a power of two and the source and output lengths
+to multiples of `LENGTH_BUCKET`; the actual length limit is a loop bound, not a shape.
+`jit_compile=False` runs the same code eagerly, for debugging.
 """
 
+import contextlib
 import weakref
 
 import keras
 import numpy as np
-import tensorflow as tf  # TensorFlow-specific: tf.function with XLA.
 
 from keras_transformer.generation.beam_search import beam_search, check_beam_options
 from keras_transformer.generation.greedy import greedy_search
@@ -100,10 +103,37 @@ def _search_function(model, method, buffer_length, options, jit_compile):
             return greedy_search(step, batch_size, buffer_length, max_steps)
         return sample(step, batch_size, buffer_length, max_steps, seed, **options)
 
-    if jit_compile:
-        search = tf.function(search, jit_compile=True, reduce_retracing=False)
-    functions[key] = search
-    return search
+    functions[key] = _compile(model, search) if jit_compile else search
+    return functions[key]
+
+
+def _compile(model, search):
+    """`search(ids, max_steps, seed)` compiled for the running backend."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(search, jit_compile=True, reduce_retracing=False)
+    if backend == "jax":
+        import jax
+
+        def stateless_search(values, *args):
+            mapping = list(zip(model.variables, values, strict=True))
+            with keras.StatelessScope(state_mapping=mapping):
+                return search(*args)
+
+        compiled = jax.jit(stateless_search)
+        return lambda *args: compiled([v.value for v in model.variables], *args)
+    return search  # PyTorch: the eager loop, run without gradients by `generate`
+
+
+def _no_gradients():
+    """A context without gradient tracking for the eager search (PyTorch records them)."""
+    if keras.backend.backend() == "torch":
+        import torch
+
+        return torch.inference_mode()
+    return contextlib.nullcontext()
 
 
 def generate(
@@ -146,7 +176,8 @@ def generate(
         seed: int or `None`. Sampling seed; the same seed gives the same output,
             eagerly or compiled. `None` draws one from NumPy's global generator (so
             `keras.utils.set_random_seed` makes it reproducible).
-        jit_compile: bool. Run compiled with XLA (`True`, the default) or eagerly.
+        jit_compile: bool. Run compiled for the backend (`True`, the default: XLA on
+            TensorFlow and JAX, the no-gradient loop on PyTorch) or eagerly.
 
     Returns:
         A dict of NumPy arrays: `"token_ids"` int32 `(B, L)` (the best output, no start
@@ -204,8 +235,10 @@ def generate(
     if seed is None:
         seed = int(np.random.randint(0, 2**31 - 1))
     search = _search_function(model, method, buffer_length, options, jit_compile)
-    outputs = search(tf.constant(padded), tf.constant(limit, "int32"),
-                     tf.constant(seed % 2**31, "int32"))
+    with _no_gradients():
+        outputs = search(keras.ops.convert_to_tensor(padded),
+                         keras.ops.convert_to_tensor(np.int32(limit)),
+                         keras.ops.convert_to_tensor(np.int32(seed % 2**31)))
 
     result = {}
     for name, value in outputs.items():

@@ -13,17 +13,33 @@ from keras import ops
 from keras_transformer.generation.greedy import decode_token_by_token
 
 
+def _signed(value):
+    """A 32-bit constant as the int32 with the same bits."""
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def _shift(x, bits):
+    """Logical right shift of int32 bit patterns (as uint32 would shift)."""
+    return ops.bitwise_and(ops.right_shift(x, bits), (1 << (32 - bits)) - 1)
+
+
 def _mix(x):
-    """A 32-bit integer hash (Wellons' "lowbias32"), uint32 -> uint32."""
-    x = ops.bitwise_xor(x, ops.right_shift(x, 16))
-    x = ops.multiply(x, ops.cast(0x7FEB352D, "uint32"))
-    x = ops.bitwise_xor(x, ops.right_shift(x, 15))
-    x = ops.multiply(x, ops.cast(0x846CA68B, "uint32"))
-    return ops.bitwise_xor(x, ops.right_shift(x, 16))
+    """A 32-bit integer hash (Wellons' "lowbias32") on int32 bit patterns.
+
+    The arithmetic is int32, which wraps modulo 2**32 on every backend; uint32 does
+    not exist everywhere (PyTorch promotes it to int64, which stops the wrapping).
+    """
+    x = ops.bitwise_xor(x, _shift(x, 16))
+    x = ops.multiply(x, ops.cast(0x7FEB352D, "int32"))
+    x = ops.bitwise_xor(x, _shift(x, 15))
+    x = ops.multiply(x, ops.cast(_signed(0x846CA68B), "int32"))
+    return ops.bitwise_xor(x, _shift(x, 16))
 
 
 def stateless_uniform(shape, seed, step):
     """Uniform float32 noise in (0, 1) of static 2-D `shape`, a function of `(seed, step)`.
+
+    The same `(seed, step)` gives the same numbers on every backend, eagerly or compiled.
 
     Example:
     >>> a = np.asarray(stateless_uniform((2, 3), seed=1, step=0))
@@ -31,12 +47,12 @@ def stateless_uniform(shape, seed, step):
     >>> bool((a == b).all() and (a > 0).all() and (a < 1).all())
     True
     """
-    golden = ops.cast(0x9E3779B9, "uint32")
-    key = _mix(ops.bitwise_xor(_mix(ops.cast(seed, "uint32")),
-                               ops.multiply(ops.cast(step, "uint32") + 1, golden)))
-    counter = ops.cast(ops.reshape(ops.arange(shape[0] * shape[1]), shape), "uint32")
+    golden = ops.cast(_signed(0x9E3779B9), "int32")
+    key = _mix(ops.bitwise_xor(_mix(ops.cast(seed, "int32")),
+                               ops.multiply(ops.cast(step, "int32") + 1, golden)))
+    counter = ops.cast(ops.reshape(ops.arange(shape[0] * shape[1]), shape), "int32")
     bits = _mix(ops.bitwise_xor(_mix(counter + key), key))
-    return (ops.cast(ops.right_shift(bits, 8), "float32") + 0.5) / 16777216.0  # / 2**24
+    return (ops.cast(_shift(bits, 8), "float32") + 0.5) / 16777216.0  # / 2**24
 
 
 def filter_logits(logits, temperature=1.0, top_k=None, top_p=None):

@@ -22,7 +22,8 @@ class Translator:
     Args:
         model: a `keras_transformer.Transformer`.
         tokenizer: a `keras_transformer.data.tokenizer.Tokenizer` (anything with
-            `tokenize(strings)` -> ragged ids and `detokenize(ids)` -> strings).
+            `encode_as_ids(strings)` -> lists of ids and `decode_ids(rows)` -> strings,
+            which SentencePiece's Python API provides on every backend).
         method: default decoding method of `translate`. Defaults to `"beam"` (the paper).
         batch_size: int. Sentences per batch. Defaults to `32`.
         max_sequence_length: int or `None`. Sources are cut to this many ids, end
@@ -90,14 +91,13 @@ class Translator:
 
     def encode(self, sentences):
         """Source ids for each sentence: a list of lists of ints, each ending with END_ID."""
-        ragged = self.tokenizer.tokenize(list(sentences))
+        pieces = self.tokenizer.encode_as_ids(list(sentences))
         limit = None if self.max_sequence_length is None else self.max_sequence_length - 1
-        return [list(ids)[:limit] + [END_ID] for ids in ragged.to_list()]
+        return [list(ids)[:limit] + [END_ID] for ids in pieces]
 
     def decode(self, token_ids):
         """Strings for a batch of output ids `(B, L)` (pad, start and end are dropped)."""
-        strings = self.tokenizer.detokenize(np.asarray(token_ids, "int32"))
-        return [s.decode("utf-8") for s in keras.ops.convert_to_numpy(strings).tolist()]
+        return list(self.tokenizer.decode_ids(np.asarray(token_ids, "int32")))
 
     def _generate(self, batch, method, options):
         padded = np.full((len(batch), max(len(ids) for ids in batch)), PAD_ID, "int32")
@@ -160,12 +160,6 @@ class Translator:
         ids = [int(i) for i in token_ids]
         if hasattr(self.tokenizer, "id_to_piece"):
             return [self.tokenizer.id_to_piece(i) for i in ids]
-        if hasattr(self.tokenizer, "model_bytes"):
-            import sentencepiece
-
-            processor = sentencepiece.SentencePieceProcessor(
-                model_proto=bytes(self.tokenizer.model_bytes))
-            return [processor.id_to_piece(i) for i in ids]
         return [str(i) for i in ids]
 
     def attention(self, sentence, method="greedy", **options):

@@ -93,7 +93,12 @@ class Transformer(keras.Model):
         check_choice("position_embedding", position_embedding, POSITION_EMBEDDINGS)
 
         # === Layers ===
-        self.token_embedding = TokenEmbedding(
+        # PyTorch modules accept no sub-module attributes before `Model.__init__`, but
+        # the functional graph below reads them: set them untracked for the graph, then
+        # again (tracked) once the model exists. The attribute names are the weights'
+        # paths in a .keras file.
+        layers = {}
+        layers["token_embedding"] = TokenEmbedding(
             vocabulary_size, hidden_dim, dtype=dtype, name="token_embedding"
         )
 
@@ -102,12 +107,12 @@ class Transformer(keras.Model):
                 return LearnedPositionEmbedding(max_sequence_length, dtype=dtype, name=name)
             return SinusoidalPositionEncoding(dtype=dtype, name=name)
 
-        self.encoder_position_embedding = position_layer("encoder_position_embedding")
-        self.decoder_position_embedding = position_layer("decoder_position_embedding")
-        self.encoder_embedding_dropout = keras.layers.Dropout(
+        layers["encoder_position_embedding"] = position_layer("encoder_position_embedding")
+        layers["decoder_position_embedding"] = position_layer("decoder_position_embedding")
+        layers["encoder_embedding_dropout"] = keras.layers.Dropout(
             dropout, dtype=dtype, name="encoder_embedding_dropout"
         )
-        self.decoder_embedding_dropout = keras.layers.Dropout(
+        layers["decoder_embedding_dropout"] = keras.layers.Dropout(
             dropout, dtype=dtype, name="decoder_embedding_dropout"
         )
         block_args = dict(
@@ -120,22 +125,25 @@ class Transformer(keras.Model):
             normalize_first=normalize_first,
             dtype=dtype,
         )
-        self.encoder_blocks = [
+        layers["encoder_blocks"] = [
             TransformerEncoderBlock(**block_args, name=f"encoder_block_{i}")
             for i in range(num_layers)
         ]
-        self.decoder_blocks = [
+        layers["decoder_blocks"] = [
             TransformerDecoderBlock(**block_args, name=f"decoder_block_{i}")
             for i in range(num_layers)
         ]
-        self.encoder_norm = self.decoder_norm = None
+        layers["encoder_norm"] = layers["decoder_norm"] = None
         if normalize_first:
-            self.encoder_norm = keras.layers.LayerNormalization(
+            layers["encoder_norm"] = keras.layers.LayerNormalization(
                 epsilon=layer_norm_epsilon, dtype=dtype, name="encoder_norm"
             )
-            self.decoder_norm = keras.layers.LayerNormalization(
+            layers["decoder_norm"] = keras.layers.LayerNormalization(
                 epsilon=layer_norm_epsilon, dtype=dtype, name="decoder_norm"
             )
+
+        for name, layer in layers.items():
+            object.__setattr__(self, name, layer)
 
         # === Functional model ===
         encoder_token_ids = keras.Input((None,), dtype="int32", name="encoder_token_ids")
@@ -151,6 +159,9 @@ class Transformer(keras.Model):
             dtype=dtype,
             **kwargs,
         )
+        for name, layer in layers.items():
+            object.__delattr__(self, name)
+            setattr(self, name, layer)
 
         # === Config ===
         self.vocabulary_size = vocabulary_size

@@ -1,23 +1,24 @@
-"""Training: compile the paper's way, choose a strategy and precision, run and resume."""
+"""Training: compile the paper's way, choose a strategy and precision, run and resume.
 
-from keras_transformer.training.averaging import average_checkpoints
-from keras_transformer.training.callbacks import (
-    BleuCallback,
-    StepCheckpoint,
-    TrainingLimit,
-    list_checkpoints,
-)
-from keras_transformer.training.compile import compile_transformer
-from keras_transformer.training.custom_loop import fit_with_custom_loop
-from keras_transformer.training.strategy import (
-    PRECISIONS,
-    STRATEGIES,
-    is_chief,
-    select_strategy,
-    set_precision,
-    split_cpu,
-)
-from keras_transformer.training.trainer import train
+`compile_transformer`, the callbacks, averaging, the precision policy and `train` run on
+every backend; `select_strategy`, `split_cpu`, `is_chief` and `fit_with_custom_loop`
+are `tf.distribute` tools and load TensorFlow when first used.
+"""
+
+from keras_transformer.lazy import lazy_attributes
+
+_MODULES = {
+    "averaging": ["average_checkpoints"],
+    "callbacks": ["BleuCallback", "StepCheckpoint", "TrainingLimit", "list_checkpoints"],
+    "compile": ["compile_transformer"],
+    "custom_loop": ["fit_with_custom_loop"],
+    "precision": ["PRECISIONS", "set_precision"],
+    "strategy": ["STRATEGIES", "is_chief", "select_strategy", "split_cpu"],
+    "trainer": ["train"],
+}
+__getattr__, __dir__ = lazy_attributes(__name__, {
+    name: f"{__name__}.{module}" for module, names in _MODULES.items() for name in names
+})
 
 __all__ = [
     "PRECISIONS",

@@ -7,6 +7,8 @@ import time
 
 import keras
 
+from keras_transformer.backend import has_tensorflow
+
 CHECKPOINT_PATTERN = "ckpt-{step:08d}.weights.h5"
 
 
@@ -53,7 +55,7 @@ class StepCheckpoint(keras.callbacks.Callback):
         self.keep = keep
 
     def on_train_batch_end(self, batch, logs=None):
-        step = int(self.model.optimizer.iterations.numpy())
+        step = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
         if step % self.every_n_steps == 0:
             self.save(step)
 
@@ -94,7 +96,7 @@ class TrainingLimit(keras.callbacks.Callback):
         self._check()
 
     def _check(self):
-        step = int(self.model.optimizer.iterations.numpy())
+        step = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
         if self.max_steps is not None and step >= self.max_steps:
             self.reason = f"reached {self.max_steps} steps"
         elif (self.max_minutes is not None
@@ -140,7 +142,7 @@ class BleuCallback(keras.callbacks.Callback):
         return sacrebleu.corpus_bleu(hypotheses, [self.references]).score
 
     def on_train_batch_end(self, batch, logs=None):
-        step = int(self.model.optimizer.iterations.numpy())
+        step = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
         if step % self.every_n_steps == 0:
             self._log(step, self.score())
 
@@ -150,7 +152,7 @@ class BleuCallback(keras.callbacks.Callback):
 
     def _log(self, step, bleu):
         self.history.append((step, bleu))
-        if self.log_dir:
+        if self.log_dir and has_tensorflow():  # TensorBoard's event files need tf.summary
             import tensorflow as tf
 
             if self._writer is None:

@@ -24,14 +24,16 @@ The step is a `tf.function` without XLA (`compile(jit_compile=...)` is not used)
 import math
 
 import keras
-import tensorflow as tf
 from keras import ops
 
+from keras_transformer.backend import require_tensorflow
 from keras_transformer.losses.label_smoothing import (
     LabelSmoothedSparseCategoricalCrossentropy,
     label_smoothed_sparse_categorical_crossentropy,
 )
 from keras_transformer.training.strategy import is_chief
+
+tf = require_tensorflow("The multi-worker training loop (`fit_with_custom_loop`)")
 
 
 def fit_with_custom_loop(

@@ -1,4 +1,4 @@
-"""Choosing a `tf.distribute` strategy and a precision policy (TensorFlow-specific).
+"""Choosing a `tf.distribute` strategy (TensorFlow-specific).
 
 The same training code runs on one CPU, one multi-GPU machine or several machines:
 only the strategy changes. For tests without GPUs, `split_cpu(n)` splits the CPU into
@@ -8,13 +8,13 @@ only the strategy changes. For tests without GPUs, `split_cpu(n)` splits the CPU
 import json
 import os
 
-import keras
-import tensorflow as tf
-
+from keras_transformer.backend import require_tensorflow
+from keras_transformer.training.precision import PRECISIONS, set_precision  # noqa: F401
 from keras_transformer.validation import check_choice, check_positive_int
 
+tf = require_tensorflow("`tf.distribute` training (`select_strategy`)")
+
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker")
-PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 
 
 def split_cpu(devices):
@@ -89,21 +89,6 @@ def select_strategy(name="auto", devices=None):
     if name == "mirrored" or (name == "auto" and len(replicas) > 1):
         return tf.distribute.MirroredStrategy([device.name for device in replicas])
     return tf.distribute.get_strategy()
-
-
-def set_precision(precision="float32"):
-    """Set Keras' global dtype policy: `"float32"`, `"mixed_bfloat16"` or `"mixed_float16"`.
-
-    Under mixed precision the loss and the attention softmax still run in float32,
-    and Keras' optimizer applies dynamic loss scaling for float16.
-
-    Example:
-    >>> set_precision("float32")
-    'float32'
-    """
-    check_choice("precision", precision, PRECISIONS)
-    keras.mixed_precision.set_global_policy(precision)
-    return precision
 
 
 def is_chief(strategy):

@@ -20,18 +20,18 @@ import shutil
 import tempfile
 
 import keras
-import tensorflow as tf
 
+from keras_transformer.backend import backend, has_tensorflow
+from keras_transformer.data.batching import NumpyBatches
 from keras_transformer.data.corpora import load_tsv
-from keras_transformer.data.pipeline import make_dataset
 from keras_transformer.data.prepare import load_training_pairs
 from keras_transformer.data.tokenizer import Tokenizer
 from keras_transformer.models.presets import PRESETS
 from keras_transformer.models.transformer import build_transformer
 from keras_transformer.training.callbacks import BleuCallback, StepCheckpoint, TrainingLimit
 from keras_transformer.training.compile import compile_transformer
-from keras_transformer.training.custom_loop import fit_with_custom_loop
-from keras_transformer.training.strategy import is_chief, select_strategy, set_precision
+from keras_transformer.training.distribution import select_distribution
+from keras_transformer.training.precision import set_precision
 
 logger = logging.getLogger(__name__)
 
@@ -72,8 +72,9 @@ def train(
         preset: a key of `PRESETS`.
         max_steps: optimizer steps in total, over every run on this folder.
         max_minutes: stop this run after so many minutes (the folder stays resumable).
-        strategy: see `select_strategy`.
-        devices: see `select_strategy`.
+        strategy: see `select_distribution` (`tf.distribute` on TensorFlow,
+            `keras.distribution.DataParallel` on JAX, one device on PyTorch).
+        devices: see `select_distribution`.
         precision: see `set_precision`.
         tokens_per_batch: token budget per replica and side; the global batch is
             `tokens_per_batch * num_replicas` (split between the replicas; under
@@ -117,10 +118,9 @@ def train(
             )
     os.makedirs(output_dir, exist_ok=True)
     keras.utils.set_random_seed(seed)
-    distribution = select_strategy(strategy, devices)
+    distribution = select_distribution(strategy, devices)
     set_precision(precision)
-    multi_worker = isinstance(distribution, tf.distribute.MultiWorkerMirroredStrategy)
-    chief = is_chief(distribution)
+    multi_worker, chief = distribution.multi_worker, distribution.chief
     # As TensorFlow recommends for MultiWorkerMirroredStrategy, non-chief workers save like
     # the chief (saving may read variables collectively), into a folder of their own.
     write_dir = output_dir if chief else tempfile.mkdtemp(prefix="keras-transformer-worker-")
@@ -140,16 +140,25 @@ def train(
         "sentences_only": sentences_only,
     })
 
-    replicas = distribution.num_replicas_in_sync
+    replicas = distribution.replicas
     train_pairs = load_training_pairs(data_dir, sentences_only)
     validation_pairs = load_tsv(os.path.join(data_dir, "validation.tsv"))
     # Batch sizes are rounded to a multiple of the replicas: uneven splits fail in fit.
-    stream = make_dataset(train_pairs, tokenizer, tokens_per_batch * replicas,
-                          max_sequence_length, seed=seed, repeat=True,
-                          batch_size_multiple=replicas)
-    validation_data = make_dataset(validation_pairs, tokenizer, tokens_per_batch * replicas,
-                                   max_sequence_length, long_sequences="truncate",
-                                   shuffle=False, batch_size_multiple=replicas)
+    batching = dict(tokens_per_batch=tokens_per_batch * replicas,
+                    max_sequence_length=max_sequence_length, batch_size_multiple=replicas)
+    if backend() == "tensorflow":
+        from keras_transformer.data.pipeline import make_dataset
+
+        stream = make_dataset(train_pairs, tokenizer, seed=seed, repeat=True, **batching)
+        validation_data = make_dataset(validation_pairs, tokenizer, long_sequences="truncate",
+                                       shuffle=False, **batching)
+    else:
+        # One shape per length bucket, so jax.jit compiles each train step shape once.
+        stream = NumpyBatches(train_pairs, tokenizer, seed=seed, repeat=True,
+                              pad_to_bucket=True, **batching)
+        validation_data = NumpyBatches(validation_pairs, tokenizer, long_sequences="truncate",
+                                       shuffle=False, pad_to_bucket=True,
+                                       **batching).as_py_dataset()
 
     with distribution.scope():
         model = build_transformer(config["preset"], vocabulary_size=config["vocabulary_size"],
@@ -163,6 +172,8 @@ def train(
     # The seeded stream of batches is replayed from the step the backup holds, so a
     # resumed run sees exactly the batches an uninterrupted one would have seen.
     train_data = stream.skip(steps_done)
+    if multi_worker:
+        from keras_transformer.training.custom_loop import fit_with_custom_loop
 
     limit = TrainingLimit(max_steps=max_steps, max_minutes=max_minutes)
     callbacks = [
@@ -173,8 +184,10 @@ def train(
                        keep_checkpoints),
         keras.callbacks.TerminateOnNaN(),
         keras.callbacks.CSVLogger(os.path.join(write_dir, "history.csv"), append=True),
-        keras.callbacks.TensorBoard(os.path.join(write_dir, "logs"), update_freq=50),
     ]
+    if has_tensorflow():  # Keras' TensorBoard callback writes with tf.summary
+        callbacks.append(keras.callbacks.TensorBoard(os.path.join(write_dir, "logs"),
+                                                     update_freq=50))
     bleu = None
     bleu_every = checkpoint_every if bleu_every is None else bleu_every
     if bleu_every:
@@ -191,17 +204,19 @@ def train(
     epochs = initial_epoch + max(0, -(-(max_steps - steps_done) // checkpoint_every))
     logs = {}
     if steps_done < max_steps:
-        options = dict(validation_data=validation_data, epochs=epochs,
+        # The batches are shuffled already (`shuffle=True` would only warn here).
+        options = dict(validation_data=validation_data, epochs=epochs, shuffle=False,
                        steps_per_epoch=checkpoint_every, callbacks=callbacks, verbose=verbose)
         if multi_worker:
             history = fit_with_custom_loop(model, train_data, initial_epoch=initial_epoch,
                                            **options)
         else:
-            history = model.fit(train_data, **options)
+            with distribution.fit_scope():
+                history = model.fit(train_data, **options)
         logs = {key: float(values[-1]) for key, values in history.history.items() if values}
     else:
         limit.reason = f"already trained for {steps_done} steps"
-    step = int(model.optimizer.iterations.numpy())
+    step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
     model.save(os.path.join(write_dir, MODEL_FILE))
     if not chief:
         shutil.rmtree(write_dir, ignore_errors=True)
@@ -231,7 +246,7 @@ def _restore_backup(model, backup_dir):
         model.load_weights(weights)
     with open(metadata, encoding="utf-8") as file:
         epoch = json.load(file)["epoch"]
-    steps = int(model.optimizer.iterations.numpy())
+    steps = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
     logger.info("Resuming from %s at step %d (epoch %d).", backup_dir, steps, epoch)
     return steps, epoch
 

@@ -87,7 +87,7 @@ def test_real_round_trip_and_unknown_share(real_tokenizer, real_splits):
 
 def test_saved_model_keeps_the_tokenizer(small_tokenizer, tmp_path):
     module = tf.Module()
-    module.tokenizer = small_tokenizer
+    module.tokenizer = small_tokenizer.graph_tokenizer
     module.round_trip = tf.function(
         lambda strings: small_tokenizer.detokenize(small_tokenizer.tokenize(strings)),
         input_signature=[tf.TensorSpec([None], tf.string)],
