@@ -39,10 +39,21 @@ def assert_serializable(obj):
 
 
 def snapshot_seeds(model):
-    """Values of every non-trainable variable (dropout seed states included)."""
-    return [np.array(v.numpy()) for v in model.non_trainable_variables]
+    """Values of every non-trainable variable (dropout seed states included), and on
+    PyTorch its global generator (Keras' unseeded dropout draws from it there)."""
+    values = [keras.ops.convert_to_numpy(v) for v in model.non_trainable_variables]
+    if keras.backend.backend() == "torch":
+        import torch
+
+        values.append(torch.get_rng_state())
+    return values
 
 
 def restore_seeds(model, values):
+    if keras.backend.backend() == "torch":
+        import torch
+
+        torch.set_rng_state(values[-1])
+        values = values[:-1]
     for variable, value in zip(model.non_trainable_variables, values, strict=True):
         variable.assign(value)

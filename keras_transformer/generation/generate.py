@@ -123,7 +123,12 @@ def _compile(model, search):
                 return search(*args)
 
         compiled = jax.jit(stateless_search)
-        return lambda *args: compiled([v.value for v in model.variables], *args)
+
+        def search_with_weights(*args):
+            return compiled([v.value for v in model.variables], *args)
+
+        search_with_weights.compiled = compiled
+        return search_with_weights
     return search  # PyTorch: the eager loop, run without gradients by `generate`
 
 

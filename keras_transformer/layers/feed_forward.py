@@ -23,7 +23,10 @@ class PositionwiseFeedForward(keras.layers.Layer):
         check_positive_int("intermediate_dim", intermediate_dim)
         super().__init__(**kwargs)
         self.intermediate_dim = intermediate_dim
-        self.activation = keras.activations.serialize(keras.activations.get(activation))
+        keras.activations.get(activation)  # an unknown name fails here, not in build
+        # A name stays a name (serializing one would import TensorFlow where installed).
+        self.activation = (activation if isinstance(activation, str)
+                           else keras.activations.serialize(activation))
 
     def build(self, input_shape):
         self._intermediate_dense = keras.layers.Dense(

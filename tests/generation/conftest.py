@@ -61,7 +61,7 @@ def uncached_greedy(model, encoder_token_ids, max_length):
     log_probs = []
     for _ in range(max_length):
         logits = model.decode(tokens, encoder_sequence, mask)[:, -1]
-        step_log_probs = np.asarray(log_probs_of(logits))
+        step_log_probs = keras.ops.convert_to_numpy(log_probs_of(logits))
         next_tokens = np.where(finished, PAD_ID, step_log_probs.argmax(-1)).astype("int32")
         log_probs.append(np.where(finished, 0.0, step_log_probs[np.arange(batch_size),
                                                                  next_tokens]))
@@ -77,7 +77,7 @@ def sequence_log_prob(model, encoder_token_ids, output_ids):
     decoder = np.concatenate(
         [np.full((len(output_ids), 1), START_ID, "int32"), output_ids[:, :-1]], axis=1)
     logits = model({"encoder_token_ids": encoder_token_ids, "decoder_token_ids": decoder})
-    log_probs = np.asarray(log_probs_of(logits))
+    log_probs = keras.ops.convert_to_numpy(log_probs_of(logits))
     picked = np.take_along_axis(log_probs, output_ids[..., None], axis=-1)[..., 0]
     return np.where(output_ids != PAD_ID, picked, 0.0).sum(-1)
 

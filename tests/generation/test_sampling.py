@@ -1,3 +1,4 @@
+import keras
 import numpy as np
 import pytest
 
@@ -24,11 +25,12 @@ def test_top_k_one_and_tiny_top_p_equal_greedy(random_model, source_ids, option)
 
 def test_filter_logits():
     logits = np.log(np.array([[0.1, 0.6, 0.3], [0.5, 0.2, 0.3]], "float32"))
-    kept = lambda **kw: (np.asarray(filter_logits(logits, **kw)) > -1e30).tolist()  # noqa: E731
+    kept = lambda **kw: (keras.ops.convert_to_numpy(filter_logits(logits, **kw)) > -1e30).tolist()  # noqa: E731
     assert kept(top_k=1) == [[False, True, False], [True, False, False]]
     assert kept(top_p=0.75) == [[False, True, True], [True, False, True]]
     assert kept(top_p=1.0) == [[True] * 3] * 2
-    np.testing.assert_allclose(np.asarray(filter_logits(logits, temperature=2.0)), logits / 2)
+    scaled = keras.ops.convert_to_numpy(filter_logits(logits, temperature=2.0))
+    np.testing.assert_allclose(scaled, logits / 2)
 
 
 @pytest.mark.parametrize("temperature", [0, -1.0, "hot", None])

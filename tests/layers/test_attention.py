@@ -43,7 +43,7 @@ def test_matches_numpy_scaled_dot_product_attention():
     query, value = _inputs(batch=1)
     layer = MultiHeadAttention(num_heads=2)
     output, weights = layer(query, value, return_attention_scores=True)
-    wq, bq, wk, bk, wv, bv, wo, bo = [np.asarray(w) for w in layer.get_weights()]
+    wq, bq, wk, bk, wv, bv, wo, bo = [keras.ops.convert_to_numpy(w) for w in layer.get_weights()]
     q = np.einsum("btd,dnh->bnth", query, wq) + bq[None, :, None]
     k = np.einsum("bsd,dnh->bnsh", value, wk) + bk[None, :, None]
     v = np.einsum("bsd,dnh->bnsh", value, wv) + bv[None, :, None]
@@ -61,10 +61,10 @@ def test_masked_keys_get_zero_weight_and_fully_masked_rows_no_nan():
     output, weights = MultiHeadAttention(num_heads=4)(
         query, value, attention_mask=mask, return_attention_scores=True
     )
-    weights = np.asarray(weights)
+    weights = keras.ops.convert_to_numpy(weights)
     assert np.all(weights[:, :, :, 4:] == 0)
     assert np.all(weights[1] == 0)
-    assert np.all(np.isfinite(output))
+    assert np.all(np.isfinite(keras.ops.convert_to_numpy(output)))
 
 
 def test_incremental_cache_equals_full_causal_attention():
@@ -104,7 +104,7 @@ def test_shared_cache_rows_equal_a_repeated_cache():
                                       attention_mask=mask, return_attention_scores=True)
     np.testing.assert_allclose(shared, direct, atol=1e-5)
     np.testing.assert_allclose(shared_weights, direct_weights, atol=1e-6)
-    assert np.all(np.asarray(shared_weights)[3:, :, :, 4:] == 0)
+    assert np.all(keras.ops.convert_to_numpy(shared_weights)[3:, :, :, 4:] == 0)
 
 
 def test_layer_contract():

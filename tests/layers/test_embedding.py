@@ -1,5 +1,6 @@
 import math
 
+import keras
 import numpy as np
 import pytest
 
@@ -8,8 +9,8 @@ from keras_transformer.layers import PositionwiseFeedForward, TokenEmbedding
 
 def test_embedding_is_scaled_by_sqrt_hidden_dim_and_tied_to_projection():
     layer = TokenEmbedding(vocabulary_size=11, hidden_dim=8)
-    embedded = np.asarray(layer(np.array([[3, 5]])))
-    table = np.asarray(layer.embeddings)
+    embedded = keras.ops.convert_to_numpy(layer(np.array([[3, 5]])))
+    table = keras.ops.convert_to_numpy(layer.embeddings)
     np.testing.assert_allclose(embedded[0], table[[3, 5]] * math.sqrt(8), rtol=1e-6)
     hidden = np.random.default_rng(0).normal(size=(1, 2, 8)).astype("float32")
     np.testing.assert_allclose(layer(hidden, reverse=True), hidden @ table.T, rtol=1e-5, atol=1e-5)
@@ -19,8 +20,8 @@ def test_embedding_is_scaled_by_sqrt_hidden_dim_and_tied_to_projection():
 def test_feed_forward_is_relu_mlp():
     layer = PositionwiseFeedForward(intermediate_dim=6)
     x = np.random.default_rng(1).normal(size=(2, 3, 4)).astype("float32")
-    out = np.asarray(layer(x))
-    w1, b1, w2, b2 = [np.asarray(w) for w in layer.get_weights()]
+    out = keras.ops.convert_to_numpy(layer(x))
+    w1, b1, w2, b2 = [keras.ops.convert_to_numpy(w) for w in layer.get_weights()]
     np.testing.assert_allclose(out, np.maximum(0, x @ w1 + b1) @ w2 + b2, atol=1e-5)
 
 

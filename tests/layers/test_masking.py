@@ -1,3 +1,4 @@
+import keras
 import numpy as np
 
 from keras_transformer.layers.masking import attention_mask, causal_mask, padding_mask
@@ -18,7 +19,7 @@ def test_causal_mask_with_offset_for_incremental_decoding():
 
 def test_combined_mask_is_padding_and_causal():
     keep = np.array([[True, True, True, False]])
-    combined = np.asarray(attention_mask(keep, causal=True))
+    combined = keras.ops.convert_to_numpy(attention_mask(keep, causal=True))
     expected = np.tril(np.ones((4, 4), bool)) & keep[:, None, :]
     np.testing.assert_array_equal(combined, expected)
 

@@ -1,5 +1,6 @@
 import math
 
+import keras
 import numpy as np
 
 from keras_transformer.layers import (
@@ -12,7 +13,7 @@ from tests.harness import assert_layer_contract
 
 def test_sinusoids_match_the_formula():
     hidden_dim = 16
-    encoding = np.asarray(sinusoids(np.arange(50), hidden_dim))
+    encoding = keras.ops.convert_to_numpy(sinusoids(np.arange(50), hidden_dim))
     for pos in (0, 1, 7, 49):
         for i in range(hidden_dim // 2):
             angle = pos / 10000 ** (2 * i / hidden_dim)
@@ -22,8 +23,8 @@ def test_sinusoids_match_the_formula():
 
 def test_start_index_shifts_positions():
     layer = SinusoidalPositionEncoding()
-    full = np.asarray(layer(np.zeros((1, 10, 8))))
-    shifted = np.asarray(layer(np.zeros((1, 3, 8)), start_index=4))
+    full = keras.ops.convert_to_numpy(layer(np.zeros((1, 10, 8))))
+    shifted = keras.ops.convert_to_numpy(layer(np.zeros((1, 3, 8)), start_index=4))
     np.testing.assert_allclose(shifted[0], full[0, 4:7], atol=1e-6)
 
 

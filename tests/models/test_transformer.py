@@ -18,7 +18,7 @@ def _ids(shape, seed=0, low=4):
 
 
 def _logits(model, src, tgt, training=False):
-    return np.asarray(model({"encoder_token_ids": src, "decoder_token_ids": tgt},
+    return keras.ops.convert_to_numpy(model({"encoder_token_ids": src, "decoder_token_ids": tgt},
                             training=training))
 
 
@@ -71,9 +71,9 @@ def test_encoder_states_under_the_pad_mask_change_nothing():
     src, tgt = _ids((1, 6)), _ids((1, 4), 1)
     src[:, 4:] = 0
     encoded = np.array(model.encode(src))
-    reference = np.asarray(model.decode(tgt, encoded, src != 0))
+    reference = keras.ops.convert_to_numpy(model.decode(tgt, encoded, src != 0))
     encoded[:, 4:] = np.random.default_rng(3).normal(size=(1, 2, encoded.shape[-1]))
-    changed = np.asarray(model.decode(tgt, encoded, src != 0))
+    changed = keras.ops.convert_to_numpy(model.decode(tgt, encoded, src != 0))
     np.testing.assert_allclose(changed, reference, atol=1e-5)
     np.testing.assert_allclose(_logits(model, src, tgt), reference, atol=1e-5)
 
@@ -101,10 +101,11 @@ def test_save_and_load_give_identical_outputs(tmp_path):
 def test_encoder_and_decoder_sub_models_share_weights():
     model = _tiny()
     src, tgt = _ids((2, 7)), _ids((2, 5), 1)
-    encoded = np.asarray(model.encoder_model(src))
+    encoded = keras.ops.convert_to_numpy(model.encoder_model(src))
     logits = model.decoder_model({"decoder_token_ids": tgt, "encoder_sequence": encoded,
                                   "encoder_padding_mask": src != 0})
-    np.testing.assert_allclose(np.asarray(logits), _logits(model, src, tgt), atol=1e-5)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(logits), _logits(model, src, tgt),
+                               atol=1e-5)
 
 
 def test_decode_step_with_cache_equals_full_decode():
@@ -116,7 +117,7 @@ def test_decode_step_with_cache_equals_full_decode():
     steps = []
     for i in range(6):
         logits, cache = model.decode_step(tgt[:, i : i + 1], i, cache, src != 0)
-        steps.append(np.asarray(logits))
+        steps.append(keras.ops.convert_to_numpy(logits))
     np.testing.assert_allclose(np.concatenate(steps, 1), full, atol=1e-4)
 
 
