@@ -8,7 +8,15 @@ CORPUS := /usr/share/trans/de-en
 DEMO_MINUTES ?= 15
 BENCH_MINUTES ?= 12
 
-.PHONY: demo test lint corpus install bench docs
+# The backend-neutral tests also run under JAX and PyTorch (CPU builds; the default torch
+# wheel would pull several GB of CUDA libraries). A backend that cannot be installed is
+# skipped with its reason, visibly.
+BACKEND_TESTS := tests/layers tests/models tests/losses tests/metrics tests/optimizers \
+	tests/generation
+BACKENDS_STAMP := $(VENV)/.backends
+TORCH_CPU ?= torch==2.13.0+cpu
+
+.PHONY: demo test lint corpus install backends bench docs
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,6 +25,13 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+$(BACKENDS_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet "jax[cpu]" || echo "WARNING: could not install jax[cpu]"
+	$(BIN)/pip install --quiet "$(TORCH_CPU)" || echo "WARNING: could not install $(TORCH_CPU)"
+	touch $(BACKENDS_STAMP)
+
+backends: $(BACKENDS_STAMP)
 
 # The real corpus is the Debian package trans-de-en (see docs/guides/data.md).
 corpus:
@@ -31,8 +46,18 @@ corpus:
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-test: $(STAMP) corpus lint
+test: $(STAMP) $(BACKENDS_STAMP) corpus lint
 	KERAS_BACKEND=tensorflow TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/pytest -q tests keras_transformer
+	@for backend in jax torch; do \
+		if $(BIN)/python -c "import $$backend" 2>/dev/null; then \
+			echo "== the backend tests under KERAS_BACKEND=$$backend"; \
+			KERAS_BACKEND=$$backend $(BIN)/pytest -q -p no:cacheprovider $(BACKEND_TESTS) \
+				|| exit 1; \
+		else \
+			echo "SKIPPED: the tests under KERAS_BACKEND=$$backend: the $$backend package" \
+			     "is not installed and pip could not install it (make backends)"; \
+		fi; \
+	done
 
 demo: $(STAMP) corpus
 	KERAS_BACKEND=tensorflow TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/keras-transformer demo --minutes $(DEMO_MINUTES)

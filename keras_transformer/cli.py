@@ -98,10 +98,12 @@ def _add_train(subparsers):
                         help="stop this run after M minutes (resumable)")
     parser.add_argument("--strategy", default="auto",
                         choices=["auto", "one_device", "mirrored", "multi_worker"],
-                        help="tf.distribute strategy (multi_worker reads TF_CONFIG)")
+                        help="tf.distribute strategy on TensorFlow (multi_worker reads "
+                             "TF_CONFIG); on JAX, auto/mirrored use keras.distribution's "
+                             "DataParallel over the local devices")
     parser.add_argument("--devices", type=int, default=None, metavar="N",
                         help="split the CPU into N logical devices (data parallelism "
-                             "without GPUs)")
+                             "without GPUs; on JAX, the first N devices)")
     parser.add_argument("--precision", default="float32",
                         choices=["float32", "mixed_bfloat16", "mixed_float16"],
                         help="dtype policy; loss and softmax stay float32")

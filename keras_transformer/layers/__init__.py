@@ -1,7 +1,11 @@
 """Keras layers of the Transformer, in the order of Section 3 of the paper."""
 
 from keras_transformer.layers import masking
-from keras_transformer.layers.attention import MultiHeadAttention
+from keras_transformer.layers.attention import (
+    MultiHeadAttention,
+    set_attention_implementation,
+    uses_fused_attention,
+)
 from keras_transformer.layers.decoder import TransformerDecoderBlock
 from keras_transformer.layers.embedding import TokenEmbedding
 from keras_transformer.layers.encoder import TransformerEncoderBlock
@@ -14,6 +18,8 @@ from keras_transformer.layers.position_embedding import (
 from keras_transformer.layers.token_wise import apply_token_wise
 
 __all__ = [
+    "set_attention_implementation",
+    "uses_fused_attention",
     "LearnedPositionEmbedding",
     "MultiHeadAttention",
     "PositionwiseFeedForward",

@@ -1,12 +1,50 @@
-"""Multi-head scaled dot-product attention with a static-shape key/value cache."""
+"""Multi-head scaled dot-product attention with a static-shape key/value cache.
+
+Where it pays, attention without a cache runs `keras.ops.dot_product_attention`
+(fused: cuDNN/flash kernels on GPUs, `scaled_dot_product_attention` on PyTorch);
+`set_attention_implementation` chooses (see the performance guide's figures).
+"""
 
 import math
+import os
 
 import keras
 from keras import ops
 
 from keras_transformer.layers.token_wise import apply_token_wise
 from keras_transformer.validation import check_divisible, check_positive_int, check_rate
+
+ATTENTION_IMPLEMENTATIONS = ("auto", "fused", "explicit")
+# `auto`: fused on JAX and PyTorch, explicit on TensorFlow (slower fused there).
+_FUSED_BY_DEFAULT = ("jax", "torch")
+_implementation = os.environ.get("KT_ATTENTION", "auto")
+
+
+def set_attention_implementation(name):
+    """Choose how attention without a cache is computed: `"auto"` (the default, or the
+    `KT_ATTENTION` environment variable), `"fused"` (`keras.ops.dot_product_attention`)
+    or `"explicit"` (einsum, float32 softmax, einsum). Attention that returns its
+    weights, that drops weights out in training, or that reads a cache is always
+    explicit. Takes effect for functions traced afterwards.
+
+    Example:
+    >>> set_attention_implementation("explicit"); set_attention_implementation("auto")
+    'explicit'
+    'auto'
+    """
+    global _implementation
+    if name not in ATTENTION_IMPLEMENTATIONS:
+        raise ValueError(f"`name` must be one of {ATTENTION_IMPLEMENTATIONS}. Received: "
+                         f"name={name!r}")
+    _implementation = name
+    return name
+
+
+def uses_fused_attention():
+    """Whether attention without a cache runs fused on the running backend now."""
+    if _implementation == "auto":
+        return keras.backend.backend() in _FUSED_BY_DEFAULT
+    return _implementation == "fused"
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -20,7 +58,10 @@ class MultiHeadAttention(keras.layers.Layer):
 
     The softmax runs in float32 under mixed precision. Masked logits get the lowest
     float32 value and masked weights are then zeroed, so a query whose keys are all
-    masked (a fully padded row) returns zeros, never NaN.
+    masked (a fully padded row) returns zeros, never NaN. Fused attention (the
+    default on JAX and PyTorch, see `set_attention_implementation`) gives the same
+    outputs within float rounding, except in such rows, where it averages the values;
+    those rows are padding, which nothing downstream reads.
 
     Key/value cache: `compute_cache(value)` returns a `(B, 2, N, S, H)` tensor holding
     the projected keys and values, heads before positions so that the per-head
@@ -143,6 +184,14 @@ class MultiHeadAttention(keras.layers.Layer):
             keys, values = cache[:, 0], cache[:, 1]
 
         queries = apply_token_wise(self._query_dense, query)
+        if (cache is None and not return_attention_scores and uses_fused_attention()
+                and not (training and self.dropout > 0)):
+            mask = None
+            if attention_mask is not None:
+                mask = ops.expand_dims(ops.cast(attention_mask, "bool"), 1)  # (B, 1, T, S)
+            attended = ops.dot_product_attention(queries, keys, values, mask=mask,
+                                                 scale=1.0 / math.sqrt(self._head_dim))
+            return apply_token_wise(self._output_dense, attended)
         queries = ops.multiply(queries, ops.cast(1.0 / math.sqrt(self._head_dim), queries.dtype))
         shared = cache is not None and cache_update_index is None
         if shared:
