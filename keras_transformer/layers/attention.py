@@ -41,7 +41,12 @@ def set_attention_implementation(name):
 
 
 def uses_fused_attention():
-    """Whether attention without a cache runs fused on the running backend now."""
+    """Whether attention without a cache runs fused on the running backend now.
+
+    Example:
+    >>> uses_fused_attention() == (keras.backend.backend() != "tensorflow")
+    True
+    """
     if _implementation == "auto":
         return keras.backend.backend() in _FUSED_BY_DEFAULT
     return _implementation == "fused"

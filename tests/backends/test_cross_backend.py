@@ -6,6 +6,7 @@ one is a visible skip naming it.
 """
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -133,3 +134,26 @@ def test_jax_data_parallel_on_two_devices_matches_one(workdir):
     changed = [not np.allclose(stored[f"one/{i}"], initial)
                for i, initial in enumerate(np.load(workdir / "initial.npz").values())]
     assert any(changed)
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_train_command_trains_resumes_and_translates(backend, tiny_data_dir, tmp_path):
+    model_dir = str(tmp_path / "model")
+
+    def train(max_steps):
+        args = ["train", "--data", tiny_data_dir, "--output", model_dir, "--preset", "tiny",
+                "--tokens-per-batch", "256", "--max-sequence-length", "32",
+                "--checkpoint-every", "3", "--bleu-every", "3", "--max-steps", str(max_steps)]
+        done = run(backend, "-c", f"from keras_transformer.cli import main; main({args!r})")
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    assert train(3)["step"] == 3
+    resumed = train(6)
+    assert resumed["step"] == 6 and resumed["stopped"] == "reached 6 steps"
+    assert [step for step, _ in resumed["bleu"]] == [6]  # this run's BLEU pass only
+    assert {"model.keras", "config.json", "checkpoints", "backup", "history.csv"} <= set(
+        os.listdir(model_dir))
+    translate = ("from keras_transformer.generation import Translator; "
+                 f"t = Translator.from_directory({model_dir!r}, method='beam', max_length=8); "
+                 "print(repr(t.translate(['Der Hund schläft.', ''])))")
+    assert run(backend, "-c", translate).stdout.strip().splitlines()[-1].endswith(", '']")
