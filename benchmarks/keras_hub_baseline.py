@@ -23,7 +23,6 @@ encoder runs once per batch and the sampler is compiled with XLA, as KerasHub's 
 import keras
 import keras_hub
 import numpy as np
-import tensorflow as tf
 from keras import ops
 
 import keras_transformer as kt
@@ -97,6 +96,8 @@ def sampler_search(model, method="greedy", beam_size=4, jit_compile=True):
     stops once every row has produced `END_ID`; the returned ids drop the start token
     and are `PAD_ID` after the end token. Compiled once per shape with XLA.
     """
+    import tensorflow as tf  # only here: building the baseline needs no TensorFlow
+
     if method == "greedy":
         sampler, copies = keras_hub.samplers.GreedySampler(), 1
     elif method == "beam":

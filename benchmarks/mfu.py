@@ -25,7 +25,6 @@ import json
 import time
 
 import numpy as np
-import tensorflow as tf
 
 import keras_transformer as kt
 
@@ -72,7 +71,10 @@ def training_flops_per_token(config, batches):
 
 
 def matmul_peak(dtype="float32", size=2048, seconds=3.0):
-    """Best FLOP/s of a compiled `(size, size) @ (size, size)` product in `dtype`."""
+    """Best FLOP/s of a compiled `(size, size) @ (size, size)` product in `dtype`
+    (TensorFlow, like the CPU benchmarks it serves; `gpu.py` has a Keras one)."""
+    import tensorflow as tf
+
     a = tf.random.uniform((size, size), dtype="float32")
     b = tf.random.uniform((size, size), dtype="float32")
     a, b = tf.cast(a, dtype), tf.cast(b, dtype)

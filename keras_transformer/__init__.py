@@ -7,6 +7,8 @@ Example:
 True
 """
 
+from typing import TYPE_CHECKING
+
 __version__ = "0.1.0"
 
 # Under KERAS_BACKEND=jax or torch nothing here imports TensorFlow: the TensorFlow-only
@@ -43,6 +45,9 @@ from keras_transformer.models import PRESETS, Transformer, build_transformer  # 
 from keras_transformer.optimizers import TransformerSchedule  # noqa: E402
 from keras_transformer.special_tokens import END_ID, PAD_ID, START_ID, UNK_ID  # noqa: E402
 from keras_transformer.training.compile import compile_transformer  # noqa: E402
+
+if TYPE_CHECKING:  # static tools (docs, IDEs) see it; it loads TensorFlow when first used
+    from keras_transformer.export.saved_model import export_saved_model
 
 
 def __getattr__(name):

@@ -7,16 +7,45 @@ Example:
 [('Wie spät ist es?', 'What time is it?')]
 """
 
+from typing import TYPE_CHECKING
+
 from keras_transformer.lazy import lazy_attributes
+
+if TYPE_CHECKING:  # static tools (docs, IDEs) see the names; they load lazily
+    from keras_transformer.data.batching import (
+        NumpyBatches,
+        bucket_boundaries,
+        token_budget_batch_sizes,
+    )
+    from keras_transformer.data.corpora import (
+        DING_PATH,
+        clean_ding_entry,
+        default_ding_path,
+        load_ding,
+        load_parallel,
+        load_tsv,
+        parse_ding,
+        write_tsv,
+    )
+    from keras_transformer.data.pipeline import (
+        batch_by_token_budget,
+        encode_pairs,
+        make_dataset,
+        teacher_forcing,
+    )
+    from keras_transformer.data.prepare import load_training_pairs, prepare
+    from keras_transformer.data.report import batch_statistics, compare_padding, unknown_share
+    from keras_transformer.data.split import is_sentence_pair, sentence_pairs_only, split_pairs
+    from keras_transformer.data.tokenizer import Tokenizer, train_tokenizer
+
 
 # Corpora, the split, the tokenizer and the NumPy batcher run on every backend; the
 # `tf.data` pipeline and the padding report load TensorFlow when first used.
 _MODULES = {
     "corpora": ["DING_PATH", "clean_ding_entry", "default_ding_path", "load_ding",
                 "load_parallel", "load_tsv", "parse_ding", "write_tsv"],
-    "pipeline": ["batch_by_token_budget", "bucket_boundaries", "encode_pairs", "make_dataset",
-                 "teacher_forcing"],
-    "batching": ["NumpyBatches", "token_budget_batch_sizes"],
+    "pipeline": ["batch_by_token_budget", "encode_pairs", "make_dataset", "teacher_forcing"],
+    "batching": ["NumpyBatches", "bucket_boundaries", "token_budget_batch_sizes"],
     "prepare": ["load_training_pairs", "prepare"],
     "report": ["batch_statistics", "compare_padding", "unknown_share"],
     "split": ["is_sentence_pair", "sentence_pairs_only", "split_pairs"],

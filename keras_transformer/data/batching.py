@@ -35,11 +35,14 @@ def bucket_boundaries(max_sequence_length, step=1.1):
     return boundaries
 
 
-def token_budget_batch_sizes(tokens_per_batch, max_sequence_length, batch_size_multiple=1):
+def token_budget_batch_sizes(tokens_per_batch, max_sequence_length, batch_size_multiple=1,
+                             bucket_width=None):
     """`(boundaries, batch_sizes)`: each bucket's batch size under the token budget.
 
     A bucket's batch size is `tokens_per_batch` divided by the longest length it admits,
-    rounded down to a multiple of `batch_size_multiple`.
+    rounded down to a multiple of `batch_size_multiple`. The buckets are
+    `bucket_boundaries(max_sequence_length)`, or with `bucket_width=W` one every `W`
+    lengths (fewer batch shapes, so fewer compilations, for more padding).
 
     Example:
     >>> boundaries, sizes = token_budget_batch_sizes(64, 16)
@@ -55,7 +58,11 @@ def token_budget_batch_sizes(tokens_per_batch, max_sequence_length, batch_size_m
             f"batch_size_multiple` ({smallest}) so that a batch can hold the longest "
             f"sequences. Received: tokens_per_batch={tokens_per_batch!r}"
         )
-    boundaries = bucket_boundaries(max_sequence_length)
+    if bucket_width is None:
+        boundaries = bucket_boundaries(max_sequence_length)
+    else:
+        check_positive_int("bucket_width", bucket_width)
+        boundaries = list(range(bucket_width + 1, max_sequence_length + 1, bucket_width))
     longest = [boundary - 1 for boundary in boundaries] + [max_sequence_length]
     multiple = batch_size_multiple
     return boundaries, [tokens_per_batch // length // multiple * multiple for length in longest]
@@ -90,6 +97,8 @@ class NumpyBatches:
         pad_to_bucket: bool. Pad each batch to the longest length its bucket admits, not
             to its longest sequence, so a repeated stream has one shape per bucket (one
             compilation each under `jax.jit`). Defaults to `False`.
+        bucket_width: int or `None`. Buckets every `bucket_width` lengths instead of the
+            pipeline's (see `token_budget_batch_sizes`).
 
     Example:
     >>> from keras_transformer.data import train_tokenizer
@@ -105,10 +114,10 @@ class NumpyBatches:
 
     def __init__(self, pairs, tokenizer, tokens_per_batch=25_000, max_sequence_length=256,
                  long_sequences="drop", shuffle=True, seed=None, repeat=False,
-                 batch_size_multiple=1, pad_to_bucket=False):
+                 batch_size_multiple=1, pad_to_bucket=False, bucket_width=None):
         check_choice("long_sequences", long_sequences, LONG_SEQUENCES)
         self.boundaries, self.batch_sizes = token_budget_batch_sizes(
-            tokens_per_batch, max_sequence_length, batch_size_multiple)
+            tokens_per_batch, max_sequence_length, batch_size_multiple, bucket_width)
         pairs = list(pairs)
         if not pairs:
             raise ValueError("`pairs` must hold at least one (source, target) pair. "

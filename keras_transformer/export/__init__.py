@@ -8,7 +8,13 @@ kt.export_saved_model("runs/base", "exports/base/1", beam_size=4, alpha=0.6)
 ```
 """
 
+from typing import TYPE_CHECKING
+
 from keras_transformer.lazy import lazy_attributes
+
+if TYPE_CHECKING:  # static tools (docs, IDEs) see the names; they load lazily
+    from keras_transformer.export.saved_model import SIGNATURES, export_saved_model
+
 
 __getattr__, __dir__ = lazy_attributes(__name__, {
     "SIGNATURES": f"{__name__}.saved_model",

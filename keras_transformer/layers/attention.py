@@ -15,9 +15,21 @@ from keras_transformer.layers.token_wise import apply_token_wise
 from keras_transformer.validation import check_divisible, check_positive_int, check_rate
 
 ATTENTION_IMPLEMENTATIONS = ("auto", "fused", "explicit")
-# `auto`: fused on JAX and PyTorch, explicit on TensorFlow (slower fused there).
-_FUSED_BY_DEFAULT = ("jax", "torch")
 _implementation = os.environ.get("KT_ATTENTION", "auto")
+
+
+def _fused_pays():
+    """Where fused attention measured faster (benchmarks/backends.py, docs/results.md):
+    PyTorch (1.04x training on a CPU) and JAX on GPUs (cuDNN flash attention); not JAX
+    on CPUs (0.93x) nor TensorFlow (0.94x to 1.02x)."""
+    backend = keras.backend.backend()
+    if backend == "torch":
+        return True
+    if backend == "jax":
+        import jax
+
+        return jax.default_backend() == "gpu"
+    return False
 
 
 def set_attention_implementation(name):
@@ -44,11 +56,11 @@ def uses_fused_attention():
     """Whether attention without a cache runs fused on the running backend now.
 
     Example:
-    >>> uses_fused_attention() == (keras.backend.backend() != "tensorflow")
+    >>> uses_fused_attention() == (keras.backend.backend() == "torch")  # on a CPU
     True
     """
     if _implementation == "auto":
-        return keras.backend.backend() in _FUSED_BY_DEFAULT
+        return _fused_pays()
     return _implementation == "fused"
 
 
@@ -64,7 +76,7 @@ class MultiHeadAttention(keras.layers.Layer):
     The softmax runs in float32 under mixed precision. Masked logits get the lowest
     float32 value and masked weights are then zeroed, so a query whose keys are all
     masked (a fully padded row) returns zeros, never NaN. Fused attention (the
-    default on JAX and PyTorch, see `set_attention_implementation`) gives the same
+    default on PyTorch and on JAX GPUs, see `set_attention_implementation`) gives the same
     outputs within float rounding, except in such rows, where it averages the values;
     those rows are padding, which nothing downstream reads.
 

@@ -5,7 +5,25 @@ every backend; `select_strategy`, `split_cpu`, `is_chief` and `fit_with_custom_l
 are `tf.distribute` tools and load TensorFlow when first used.
 """
 
+from typing import TYPE_CHECKING
+
 from keras_transformer.lazy import lazy_attributes
+
+if TYPE_CHECKING:  # static tools (docs, IDEs) see the names; they load lazily
+    from keras_transformer.training.averaging import average_checkpoints
+    from keras_transformer.training.callbacks import (
+        BleuCallback,
+        StepCheckpoint,
+        TrainingLimit,
+        list_checkpoints,
+    )
+    from keras_transformer.training.compile import compile_transformer
+    from keras_transformer.training.custom_loop import fit_with_custom_loop
+    from keras_transformer.training.distribution import select_distribution
+    from keras_transformer.training.precision import PRECISIONS, set_precision
+    from keras_transformer.training.strategy import STRATEGIES, is_chief, select_strategy, split_cpu
+    from keras_transformer.training.trainer import train
+
 
 _MODULES = {
     "averaging": ["average_checkpoints"],

@@ -71,6 +71,10 @@ def select_distribution(name="auto", devices=None):
             (TensorFlow only) the workers of `TF_CONFIG`.
         devices: int or `None`. On TensorFlow, split the CPU into this many logical
             devices; on JAX, use this many devices (virtual ones on a CPU).
+
+    Example:
+    >>> select_distribution("auto").replicas >= 1
+    True
     """
     check_choice("strategy", name, STRATEGIES)
     if devices is not None:

@@ -204,15 +204,15 @@ def train(
     epochs = initial_epoch + max(0, -(-(max_steps - steps_done) // checkpoint_every))
     logs = {}
     if steps_done < max_steps:
-        # The batches are shuffled already (`shuffle=True` would only warn here).
-        options = dict(validation_data=validation_data, epochs=epochs, shuffle=False,
+        options = dict(validation_data=validation_data, epochs=epochs,
                        steps_per_epoch=checkpoint_every, callbacks=callbacks, verbose=verbose)
         if multi_worker:
             history = fit_with_custom_loop(model, train_data, initial_epoch=initial_epoch,
                                            **options)
         else:
             with distribution.fit_scope():
-                history = model.fit(train_data, **options)
+                # The batches are shuffled already (`shuffle=True` would only warn here).
+                history = model.fit(train_data, shuffle=False, **options)
         logs = {key: float(values[-1]) for key, values in history.history.items() if values}
     else:
         limit.reason = f"already trained for {steps_done} steps"

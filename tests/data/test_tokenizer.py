@@ -74,6 +74,18 @@ def test_errors(tmp_path):
         Tokenizer(model.getvalue())
 
 
+def test_python_api_gives_the_graph_ops_ids_and_strings(real_tokenizer, real_splits):
+    # Translator uses SentencePiece's Python API; tf.data and the SavedModel use the ops.
+    texts = [text for pair in real_splits["test"][:1000] for text in pair]
+    texts += ["  doppelte  Leerzeichen ", "Ünïcödé … ﬁ", "", "\u00e4\u0308 \U0001f600"]
+    graph_ids = real_tokenizer.tokenize(texts).to_list()
+    assert real_tokenizer.encode_as_ids(texts) == graph_ids
+    padded = [ids + [PAD_ID, END_ID] for ids in graph_ids]
+    graph_strings = [s.decode() for s in real_tokenizer.detokenize(
+        tf.ragged.constant(padded, dtype=tf.int32)).numpy()]
+    assert real_tokenizer.decode_ids(padded) == graph_strings
+
+
 def test_real_round_trip_and_unknown_share(real_tokenizer, real_splits):
     assert real_tokenizer.vocabulary_size == 8000
     test_texts = [text for pair in real_splits["test"] for text in pair]
