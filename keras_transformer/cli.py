@@ -206,13 +206,14 @@ def _add_translate(subparsers):
 
 def _run_translate(args):
     from keras_transformer.generation import Translator
+    from keras_transformer.generation.translator import read_lines
 
     translator = Translator.from_directory(args.model, batch_size=args.batch_size)
     if args.input is None:
-        lines = [line.rstrip("\n") for line in sys.stdin]
+        lines = read_lines(sys.stdin.buffer, "<stdin>")
     else:
-        with open(args.input, encoding="utf-8") as file:
-            lines = [line.rstrip("\n") for line in file]
+        with open(args.input, "rb") as file:
+            lines = read_lines(file, args.input)
     translations = translator.translate(lines, method=args.method, **_decoding_kwargs(args))
     for line in translations:
         print(" ".join(line.splitlines()))

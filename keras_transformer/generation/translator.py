@@ -143,9 +143,12 @@ class Translator:
         return translations
 
     def translate_file(self, path, output_path=None, **kwargs):
-        """Translate a file, one sentence a line; write to `output_path` or return a list."""
-        with open(path, encoding="utf-8") as file:
-            lines = [line.rstrip("\n") for line in file]
+        """Translate a file, one sentence a line; write to `output_path` or return a list.
+
+        A line with invalid UTF-8 is translated with U+FFFD in place of its bad bytes,
+        and a warning on stderr names the line (see `read_lines`)."""
+        with open(path, "rb") as file:
+            lines = read_lines(file, path)
         translations = self.translate(lines, **kwargs)
         if output_path is None:
             return translations
@@ -192,6 +195,32 @@ class Translator:
         return result
 
 
+def read_lines(binary_file, name="<stdin>", warn=True):
+    """The lines of a binary file as str, without line ends, one per input line.
+
+    Invalid UTF-8 never costs a line or the whole file: its bytes become U+FFFD and
+    (with `warn`) a warning on stderr names the line, the byte and its column, e.g.
+    `warning: in.txt line 3: invalid UTF-8 byte 0xff at column 5, replaced by U+FFFD`.
+
+    Example:
+    >>> import io
+    >>> read_lines(io.BytesIO(b"gut\\n\\xffok\\r\\n"), warn=False) == ["gut", "\\ufffdok"]
+    True
+    """
+    lines = []
+    for number, raw in enumerate(binary_file, start=1):
+        raw = raw.rstrip(b"\n").rstrip(b"\r")
+        try:
+            lines.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as error:
+            lines.append(raw.decode("utf-8", errors="replace"))
+            if warn:
+                print(f"warning: {name} line {number}: invalid UTF-8 byte "
+                      f"0x{raw[error.start]:02x} at column {error.start + 1}, replaced by "
+                      "U+FFFD", file=sys.stderr)
+    return lines
+
+
 def _as_strings(sentences):
     """A list of str from an iterable of str/bytes or a dataset of (batches of) strings."""
     strings = []
@@ -200,5 +229,6 @@ def _as_strings(sentences):
             item = item.numpy()
         values = item.reshape(-1).tolist() if isinstance(item, np.ndarray) else [item]
         for value in values:
-            strings.append(value.decode("utf-8") if isinstance(value, bytes) else str(value))
+            strings.append(value.decode("utf-8", errors="replace") if isinstance(value, bytes)
+                           else str(value))
     return strings

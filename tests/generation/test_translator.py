@@ -91,3 +91,19 @@ def test_bad_translator_arguments(translator):
         translator.translate(["a"], method="nucleus")
     with pytest.raises(ValueError, match="`batch_size` must be a positive integer"):
         Translator(translator.model, translator.tokenizer, batch_size=0)
+
+
+def test_cli_translate_keeps_every_line_and_names_invalid_utf8(translator, tmp_path, capsys):
+    from keras_transformer.cli import main
+
+    translator.model.save(tmp_path / "model.keras")
+    translator.tokenizer.save(str(tmp_path / "tokenizer.model"))
+    source = tmp_path / "in.txt"
+    source.write_bytes(b"Der Hund schl\xc3\xa4ft.\nGuter \xffWein.\n\nWir gehen nach Hause.\n")
+    main(["translate", "--model", str(tmp_path), "--input", str(source), "--method", "greedy",
+          "--max-length", "6"])
+    out, err = capsys.readouterr()
+    assert len(out.splitlines()) == 4 and out.splitlines()[2] == ""
+    assert "in.txt line 2: invalid UTF-8 byte 0xff at column 7, replaced by U+FFFD" in err
+    loaded = Translator.from_directory(str(tmp_path), method="greedy", max_length=6)
+    assert out.splitlines()[1] == loaded.translate("Guter \ufffdWein.")
