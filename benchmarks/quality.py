@@ -19,7 +19,7 @@ override; the value is read as JSON when it parses, else as a string), to try a 
 """
 
 import argparse
-import inspect
+import dataclasses
 import json
 import os
 import shutil
@@ -44,16 +44,18 @@ def recipe(changes=None):
     (200, 0.3)
     """
     from keras_transformer.demo import DEMO_TRAINING
-    from keras_transformer.training import train
 
     for key in HARNESS_KEYS:
         if key in (changes or {}):
             raise ValueError(f"`{key}` is set by the benchmark itself (the budget is "
                              f"`--minutes`); received {key}={changes[key]!r}")
-    settings = {**DEMO_TRAINING, **(changes or {})}
-    parameters = inspect.signature(train).parameters
-    arguments = {key: value for key, value in settings.items() if key in parameters}
-    overrides = {key: value for key, value in settings.items() if key not in parameters}
+    from keras_transformer.training.config import TrainingConfig
+
+    names = {field.name for field in dataclasses.fields(TrainingConfig)}
+    arguments = DEMO_TRAINING.to_dict()
+    overrides = arguments.pop("model_overrides")
+    for key, value in (changes or {}).items():
+        (arguments if key in names else overrides)[key] = value
     return arguments, overrides
 
 
@@ -80,8 +82,8 @@ def train_ours(data_dir, output_dir, minutes, changes=None):
     from keras_transformer.training import train
 
     arguments, overrides = recipe(changes)
-    result = train(data_dir, output_dir, max_steps=10**7, max_minutes=minutes, verbose=0,
-                   **arguments, **overrides)
+    arguments.update(max_steps=10**7, max_minutes=minutes, verbose=0)
+    result = train(data_dir, output_dir, **arguments, **overrides)
     return Translator.from_directory(output_dir), result["step"], result["logs"]
 
 
@@ -92,12 +94,8 @@ def train_keras_hub(data_dir, minutes, changes=None):
 
     from keras_transformer.data import Tokenizer, load_training_pairs, load_tsv, make_dataset
     from keras_transformer.training import TrainingLimit, compile_transformer, set_precision
-    from keras_transformer.training.trainer import train
 
-    arguments, overrides = recipe(changes)
-    defaults = {name: parameter.default
-                for name, parameter in inspect.signature(train).parameters.items()}
-    settings = {**defaults, **arguments}
+    settings, overrides = recipe(changes)
     keras.utils.set_random_seed(settings["seed"])
     set_precision(settings["precision"])
     tokenizer = Tokenizer.from_file(os.path.join(data_dir, "tokenizer.model"))

@@ -72,7 +72,9 @@ def _run_prepare(args):
 
 
 def _add_train(subparsers):
-    from keras_transformer.models.presets import PRESETS
+    import dataclasses
+
+    from keras_transformer.training.config import TrainingConfig
 
     parser = subparsers.add_parser(
         "train",
@@ -80,68 +82,51 @@ def _add_train(subparsers):
         description=(
             "Train on DIR/train.tsv with DIR/tokenizer.model; MODEL_DIR receives model.keras, "
             "tokenizer.model, config.json, checkpoints/, backup/ (resume), logs/ "
-            "(TensorBoard) and history.csv. Running it again resumes from backup/."
+            "(TensorBoard) and history.csv. Running it again resumes from backup/ with the "
+            "settings saved in config.json; a flag that contradicts one of them stops "
+            "before any work (only the run's length and cadence may change)."
         ),
     )
     parser.add_argument("--data", required=True, metavar="DIR", help="folder from `prepare`")
     parser.add_argument("--output", required=True, metavar="MODEL_DIR", help="model folder")
-    parser.add_argument("--preset", default="small", choices=sorted(PRESETS),
-                        help="model size (Table 3: base, big)")
+    # One flag per TrainingConfig setting; unset flags stay None, so a resumed run keeps
+    # the saved value and only flags given on this command line are checked against it.
+    for field in dataclasses.fields(TrainingConfig):
+        meta = field.metadata
+        if field.name in ("model_overrides", "verbose"):
+            continue
+        default = field.default
+        shown = f" (default: {default})" if default is not None else ""
+        flag = "--" + field.name.replace("_", "-")
+        if field.type is bool or field.type == "bool":
+            parser.add_argument(flag, action="store_const", const=True, default=None,
+                                help=meta["help"])
+        else:
+            parser.add_argument(flag, type=meta["type"], choices=meta["choices"],
+                                metavar=meta["metavar"], default=None,
+                                help=meta["help"] + shown)
     parser.add_argument("--dropout", type=float, default=None,
                         help="override the preset's dropout (P_drop)")
     parser.add_argument("--normalize-first", action="store_true",
                         help="pre-LN blocks plus a final LayerNorm per stack (the paper: "
                              "post-LN; the demo uses pre-LN, which learns faster here)")
-    parser.add_argument("--max-steps", type=int, default=100_000, metavar="N",
-                        help="total optimizer steps, over all runs on MODEL_DIR")
-    parser.add_argument("--max-minutes", type=float, default=None, metavar="M",
-                        help="stop this run after M minutes (resumable)")
-    parser.add_argument("--strategy", default="auto",
-                        choices=["auto", "one_device", "mirrored", "multi_worker"],
-                        help="tf.distribute strategy on TensorFlow (multi_worker reads "
-                             "TF_CONFIG); on JAX, auto/mirrored use keras.distribution's "
-                             "DataParallel over the local devices")
-    parser.add_argument("--devices", type=int, default=None, metavar="N",
-                        help="split the CPU into N logical devices (data parallelism "
-                             "without GPUs; on JAX, the first N devices)")
-    parser.add_argument("--precision", default="float32",
-                        choices=["float32", "mixed_bfloat16", "mixed_float16"],
-                        help="dtype policy; loss and softmax stay float32")
-    parser.add_argument("--tokens-per-batch", type=int, default=25_000,
-                        help="token budget per replica and side (global batch = budget x "
-                             "replicas)")
-    parser.add_argument("--max-sequence-length", type=int, default=128)
-    parser.add_argument("--warmup-steps", type=int, default=4000)
-    parser.add_argument("--learning-rate-scale", type=float, default=1.0)
-    parser.add_argument("--label-smoothing", type=float, default=0.1)
-    parser.add_argument("--checkpoint-every", type=int, default=500, metavar="N",
-                        help="steps between checkpoints, backups and validation")
-    parser.add_argument("--keep-checkpoints", type=int, default=5, metavar="K")
-    parser.add_argument("--bleu-every", type=int, default=None, metavar="N",
-                        help="steps between validation BLEU (default: each checkpoint; 0: off)")
-    parser.add_argument("--sentences-only", action="store_true",
-                        help="train on the sentence pairs only (the demo does, see docs)")
-    parser.add_argument("--jit-compile", action="store_true",
-                        help="XLA-compile the train step (see docs: not with every strategy)")
-    parser.add_argument("--seed", type=int, default=0)
     parser.set_defaults(run=_run_train)
 
 
 def _run_train(args):
+    import dataclasses
+
+    from keras_transformer.training.config import TrainingConfig
     from keras_transformer.training.trainer import train
 
-    result = train(
-        args.data, args.output, preset=args.preset, max_steps=args.max_steps,
-        max_minutes=args.max_minutes, strategy=args.strategy, devices=args.devices,
-        precision=args.precision, tokens_per_batch=args.tokens_per_batch,
-        max_sequence_length=args.max_sequence_length, warmup_steps=args.warmup_steps,
-        learning_rate_scale=args.learning_rate_scale, label_smoothing=args.label_smoothing,
-        checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints,
-        bleu_every=args.bleu_every, sentences_only=args.sentences_only,
-        jit_compile=args.jit_compile, seed=args.seed,
-        **({} if args.dropout is None else {"dropout": args.dropout}),
-        **({"normalize_first": True} if args.normalize_first else {}),
-    )
+    settings = {field.name: getattr(args, field.name)
+                for field in dataclasses.fields(TrainingConfig)
+                if getattr(args, field.name, None) is not None}
+    if args.dropout is not None:
+        settings["dropout"] = args.dropout
+    if args.normalize_first:
+        settings["normalize_first"] = True
+    result = train(args.data, args.output, **settings)
     print(json.dumps(result))
 
 
@@ -210,7 +195,7 @@ def _run_translate(args):
 
     translator = Translator.from_directory(args.model, batch_size=args.batch_size)
     if args.input is None:
-        lines = read_lines(sys.stdin.buffer, "<stdin>")
+        lines = read_lines(getattr(sys.stdin, "buffer", sys.stdin), "<stdin>")
     else:
         with open(args.input, "rb") as file:
             lines = read_lines(file, args.input)

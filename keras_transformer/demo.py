@@ -5,6 +5,7 @@ prepared data is reused, training continues from its backup, evaluation reruns o
 newest model.
 """
 
+import dataclasses
 import json
 import logging
 import os
@@ -12,6 +13,7 @@ import os
 from keras_transformer.data.corpora import DING_PATH, load_tsv
 from keras_transformer.data.prepare import prepare
 from keras_transformer.evaluation import evaluate_translator
+from keras_transformer.training.config import TrainingConfig
 from keras_transformer.training.trainer import train
 
 logger = logging.getLogger(__name__)
@@ -23,18 +25,18 @@ logger = logging.getLogger(__name__)
 # at learning-rate scale 1.0: 5.37 (0.18 / 9.0); pre-LN (`normalize_first`) at 2.0: 4.77
 # (0.86 / 11.7); pre-LN at 3.0: 4.85 (0.43 / 12.0). After 12 minutes (test BLEU / chrF):
 # dropout 0.1: 3.27 / 20.5; dropout 0.3: 1.88 / 16.4 (validation loss 4.53 and 4.50).
-DEMO_TRAINING = {
-    "preset": "small",
-    "precision": "mixed_bfloat16",
-    "sentences_only": True,
-    "tokens_per_batch": 4096,
-    "max_sequence_length": 128,
-    "warmup_steps": 400,
-    "learning_rate_scale": 2.0,
-    "normalize_first": True,
-    "checkpoint_every": 100,
-    "bleu_every": 0,
-}
+DEMO_TRAINING = TrainingConfig(
+    preset="small",
+    precision="mixed_bfloat16",
+    sentences_only=True,
+    tokens_per_batch=4096,
+    max_sequence_length=128,
+    warmup_steps=400,
+    learning_rate_scale=2.0,
+    checkpoint_every=100,
+    bleu_every=0,
+    model_overrides={"normalize_first": True},
+)
 
 
 def run_demo(workdir="runs/demo", minutes=15.0, corpus=None, max_steps=20_000, method="beam",
@@ -61,10 +63,10 @@ def run_demo(workdir="runs/demo", minutes=15.0, corpus=None, max_steps=20_000, m
         logger.info("Reusing the prepared data in %s", data_dir)
     else:
         prepare(data_dir, corpus, vocabulary_size=8000,
-                tokens_per_batch=DEMO_TRAINING["tokens_per_batch"],
-                max_sequence_length=DEMO_TRAINING["max_sequence_length"])
-    training = train(data_dir, model_dir, max_steps=max_steps, max_minutes=minutes,
-                     verbose=verbose, **DEMO_TRAINING)
+                tokens_per_batch=DEMO_TRAINING.tokens_per_batch,
+                max_sequence_length=DEMO_TRAINING.max_sequence_length)
+    training = train(data_dir, model_dir, dataclasses.replace(
+        DEMO_TRAINING, max_steps=max_steps, max_minutes=minutes, verbose=verbose))
 
     from keras_transformer.generation import Translator
 

@@ -225,17 +225,14 @@ def test_gpu_script_smoke_runs_on_cpu():
 
 
 def test_quality_recipe_is_the_demo_recipe():
-    import inspect
-
     from quality import recipe
 
     from keras_transformer.demo import DEMO_TRAINING
-    from keras_transformer.training import train
+    from keras_transformer.training import TrainingConfig
 
     arguments, overrides = recipe()
-    assert {**arguments, **overrides} == DEMO_TRAINING
-    assert set(arguments) <= set(inspect.signature(train).parameters)
-    assert "preset" in arguments and "precision" in arguments
+    assert TrainingConfig(**arguments, model_overrides=overrides) == DEMO_TRAINING
+    assert arguments["preset"] == "small" and overrides == {"normalize_first": True}
 
 
 def test_quality_recipe_changes_reach_both_sides_and_bad_ones_are_named():

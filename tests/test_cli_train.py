@@ -28,7 +28,9 @@ def test_train_resume_evaluate_translate_average(tiny_data_dir, tmp_path, capsys
     for name in ("model.keras", "tokenizer.model", "config.json", "history.csv"):
         assert os.path.exists(os.path.join(model_dir, name))
     with open(os.path.join(model_dir, "config.json")) as file:
-        assert json.load(file)["model_overrides"] == {"normalize_first": True}
+        saved = json.load(file)["training"]
+    assert saved["model_overrides"] == {"normalize_first": True}
+    assert saved["warmup_steps"] == 10 and saved["label_smoothing"] == 0.1
 
     assert main(common + ["--max-steps", "6"]) == 0  # resumes from backup/, not from 0
     assert _json_line(capsys)["step"] == 6
@@ -54,6 +56,45 @@ def test_train_resume_evaluate_translate_average(tiny_data_dir, tmp_path, capsys
     assert main(["average", "--model", model_dir, "--last", "2"]) == 0
     assert _json_line(capsys)["averaged_steps"] == [4, 6]
     assert os.path.exists(os.path.join(model_dir, "model.unaveraged.keras"))
+
+
+def test_resume_refuses_a_flag_that_contradicts_the_saved_recipe(tiny_data_dir, tmp_path,
+                                                                 capsys):
+    model_dir = str(tmp_path / "model")
+    common = ["train", "--data", tiny_data_dir, "--output", model_dir, "--preset", "tiny",
+              "--tokens-per-batch", "128", "--max-sequence-length", "16",
+              "--checkpoint-every", "2", "--bleu-every", "0"]
+    assert main(common + ["--max-steps", "2", "--warmup-steps", "100"]) == 0
+    capsys.readouterr()
+    backup = os.listdir(os.path.join(model_dir, "backup"))
+    assert main(common + ["--max-steps", "4", "--warmup-steps", "4000",
+                          "--label-smoothing", "0.0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--label-smoothing (`label_smoothing`): saved 0.1, given 0.0" in err
+    assert "--warmup-steps (`warmup_steps`): saved 100, given 4000" in err
+    assert "fresh --output folder" in err
+    assert os.listdir(os.path.join(model_dir, "backup")) == backup  # no work was done
+    # Without them, the saved recipe goes on (and the run's length may change).
+    assert main(common + ["--max-steps", "4"]) == 0
+    assert _json_line(capsys)["step"] == 4
+
+
+def test_an_older_config_json_still_resumes(tiny_data_dir, tmp_path, capsys, caplog):
+    model_dir = tmp_path / "model"
+    common = ["train", "--data", tiny_data_dir, "--output", str(model_dir), "--preset", "tiny",
+              "--tokens-per-batch", "128", "--max-sequence-length", "16",
+              "--checkpoint-every", "2", "--bleu-every", "0"]
+    assert main(common + ["--max-steps", "2"]) == 0
+    config = json.loads((model_dir / "config.json").read_text())
+    legacy = {"preset": "tiny", "model_overrides": {}, "vocabulary_size":
+              config["vocabulary_size"], "max_sequence_length": 16, "tokens_per_batch": 128,
+              "precision": "float32", "data_dir": config["data_dir"], "sentences_only": False}
+    (model_dir / "config.json").write_text(json.dumps(legacy))
+    capsys.readouterr()
+    assert main(common + ["--max-steps", "4"]) == 0
+    assert _json_line(capsys)["step"] == 4
+    assert "predates saved training settings" in caplog.text and "warmup_steps=4000" in caplog.text
+    assert "training" in json.loads((model_dir / "config.json").read_text())
 
 
 def test_train_on_a_folder_without_data_is_a_one_line_error(tmp_path, capsys):

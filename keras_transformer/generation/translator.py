@@ -196,7 +196,7 @@ class Translator:
 
 
 def read_lines(binary_file, name="<stdin>", warn=True):
-    """The lines of a binary file as str, without line ends, one per input line.
+    """The lines of a binary (or text) file as str, without line ends, one per input line.
 
     Invalid UTF-8 never costs a line or the whole file: its bytes become U+FFFD and
     (with `warn`) a warning on stderr names the line, the byte and its column, e.g.
@@ -209,6 +209,9 @@ def read_lines(binary_file, name="<stdin>", warn=True):
     """
     lines = []
     for number, raw in enumerate(binary_file, start=1):
+        if isinstance(raw, str):  # a text stream (already decoded)
+            lines.append(raw.rstrip("\n").rstrip("\r"))
+            continue
         raw = raw.rstrip(b"\n").rstrip(b"\r")
         try:
             lines.append(raw.decode("utf-8"))

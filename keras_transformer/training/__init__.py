@@ -1,8 +1,9 @@
 """Training: compile the paper's way, choose a strategy and precision, run and resume.
 
-`compile_transformer`, the callbacks, averaging, the precision policy and `train` run on
-every backend; `select_strategy`, `split_cpu`, `is_chief` and `fit_with_custom_loop`
-are `tf.distribute` tools and load TensorFlow when first used.
+`TrainingConfig` (every setting of `train`), `compile_transformer`, the callbacks,
+averaging, the precision policy and `train` run on every backend; `select_strategy`,
+`split_cpu`, `is_chief` and `fit_with_custom_loop` are `tf.distribute` tools and load
+TensorFlow when first used.
 """
 
 from typing import TYPE_CHECKING
@@ -18,10 +19,11 @@ if TYPE_CHECKING:  # static tools (docs, IDEs) see the names; they load lazily
         list_checkpoints,
     )
     from keras_transformer.training.compile import compile_transformer
+    from keras_transformer.training.config import CHANGEABLE_ON_RESUME, TrainingConfig
     from keras_transformer.training.custom_loop import fit_with_custom_loop
-    from keras_transformer.training.distribution import select_distribution
+    from keras_transformer.training.distribution import STRATEGIES, select_distribution
     from keras_transformer.training.precision import PRECISIONS, set_precision
-    from keras_transformer.training.strategy import STRATEGIES, is_chief, select_strategy, split_cpu
+    from keras_transformer.training.strategy import is_chief, select_strategy, split_cpu
     from keras_transformer.training.trainer import train
 
 
@@ -29,10 +31,11 @@ _MODULES = {
     "averaging": ["average_checkpoints"],
     "callbacks": ["BleuCallback", "StepCheckpoint", "TrainingLimit", "list_checkpoints"],
     "compile": ["compile_transformer"],
+    "config": ["CHANGEABLE_ON_RESUME", "TrainingConfig"],
     "custom_loop": ["fit_with_custom_loop"],
-    "distribution": ["select_distribution"],
+    "distribution": ["STRATEGIES", "select_distribution"],
     "precision": ["PRECISIONS", "set_precision"],
-    "strategy": ["STRATEGIES", "is_chief", "select_strategy", "split_cpu"],
+    "strategy": ["is_chief", "select_strategy", "split_cpu"],
     "trainer": ["train"],
 }
 __getattr__, __dir__ = lazy_attributes(__name__, {
@@ -40,10 +43,12 @@ __getattr__, __dir__ = lazy_attributes(__name__, {
 })
 
 __all__ = [
+    "CHANGEABLE_ON_RESUME",
     "PRECISIONS",
     "STRATEGIES",
     "BleuCallback",
     "StepCheckpoint",
+    "TrainingConfig",
     "TrainingLimit",
     "average_checkpoints",
     "compile_transformer",

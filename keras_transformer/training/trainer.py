@@ -13,6 +13,7 @@ temporary folder that is deleted at the end. All workers resume from the chief's
 `backup/`, so the model folder must be on a file system that every worker reads.
 """
 
+import dataclasses
 import json
 import logging
 import os
@@ -26,10 +27,10 @@ from keras_transformer.data.batching import NumpyBatches
 from keras_transformer.data.corpora import load_tsv
 from keras_transformer.data.prepare import load_training_pairs
 from keras_transformer.data.tokenizer import Tokenizer
-from keras_transformer.models.presets import PRESETS
 from keras_transformer.models.transformer import build_transformer
 from keras_transformer.training.callbacks import BleuCallback, StepCheckpoint, TrainingLimit
 from keras_transformer.training.compile import compile_transformer
+from keras_transformer.training.config import CHANGEABLE_ON_RESUME, TrainingConfig
 from keras_transformer.training.distribution import select_distribution
 from keras_transformer.training.precision import set_precision
 
@@ -38,55 +39,32 @@ logger = logging.getLogger(__name__)
 CONFIG_FILE = "config.json"
 MODEL_FILE = "model.keras"
 TOKENIZER_FILE = "tokenizer.model"
+# The settings config.json held at its top level before it saved a whole TrainingConfig.
+LEGACY_KEYS = ("preset", "model_overrides", "max_sequence_length", "tokens_per_batch",
+               "precision", "sentences_only")
 
 
-def train(
-    data_dir,
-    output_dir,
-    preset="small",
-    max_steps=100_000,
-    max_minutes=None,
-    strategy="auto",
-    devices=None,
-    precision="float32",
-    tokens_per_batch=25_000,
-    max_sequence_length=128,
-    warmup_steps=4000,
-    learning_rate_scale=1.0,
-    label_smoothing=0.1,
-    checkpoint_every=500,
-    keep_checkpoints=5,
-    bleu_every=None,
-    bleu_sentences=200,
-    sentences_only=False,
-    jit_compile=False,
-    seed=0,
-    verbose="auto",
-    **model_overrides,
-):
+def train(data_dir, output_dir, config=None, **settings):
     """Train (or resume training) a Transformer on a folder written by `prepare`.
 
     Args:
         data_dir: folder with `train.tsv`, `validation.tsv` and `tokenizer.model`.
         output_dir: the model folder (created; reused to resume).
-        preset: a key of `PRESETS`.
-        max_steps: optimizer steps in total, over every run on this folder.
-        max_minutes: stop this run after so many minutes (the folder stays resumable).
-        strategy: see `select_distribution` (`tf.distribute` on TensorFlow,
-            `keras.distribution.DataParallel` on JAX, one device on PyTorch).
-        devices: see `select_distribution`.
-        precision: see `set_precision`.
-        tokens_per_batch: token budget per replica and side; the global batch is
-            `tokens_per_batch * num_replicas` (split between the replicas; under
-            `multi_worker`, the replicas of every worker).
-        checkpoint_every: steps between checkpoints, backups and validation passes.
-        bleu_every: steps between validation BLEU evaluations (`None`: at every
-            checkpoint; `0`: never) on the first `bleu_sentences` validation pairs.
-        sentences_only: train on the sentence pairs of `train.tsv` only (see
-            `load_training_pairs`).
-        jit_compile: XLA-compile the train step (off by default: XLA under a
-            distribution strategy is not supported everywhere).
-        **model_overrides: keyword overrides of the preset (e.g. `dropout=0.0`).
+        config: a `TrainingConfig` (every setting), or `None` for its defaults.
+        **settings: settings of `TrainingConfig` to set (over `config`'s); any other
+            keyword is a model override of the preset (e.g. `dropout=0.0`).
+
+    On resume (`output_dir/config.json` exists) the saved settings are the recipe:
+    settings not given here are the saved ones, and a given setting that contradicts
+    its saved value stops the run with an error naming both, unless it is one of
+    `CHANGEABLE_ON_RESUME` (`max_steps`, `max_minutes`, the checkpoint and BLEU
+    cadence, `jit_compile`, `strategy`, `devices`, `verbose`). With `config`, every
+    setting counts as given.
+
+    See `TrainingConfig` (or `keras-transformer train --help`) for each setting:
+    `max_steps` counts over every run on the folder; `tokens_per_batch` is per replica
+    and side; `checkpoint_every` sets the steps between checkpoints, backups and
+    validation passes.
 
     Returns:
         A dict: the final step, why training stopped, the last logs and BLEU history.
@@ -102,23 +80,30 @@ def train(
     ...                     os.path.join(data_dir, "tokenizer.model"), vocabulary_size=30)
     >>> result = train(data_dir, output_dir, preset="tiny", max_steps=2, tokens_per_batch=64,
     ...                max_sequence_length=16, checkpoint_every=2, bleu_every=0, verbose=0,
-    ...                num_layers=1)
+    ...                num_layers=1)  # num_layers: a model override
     >>> result["step"], result["stopped"]
     (2, 'reached 2 steps')
     >>> {"model.keras", "config.json", "checkpoints"} <= set(os.listdir(output_dir))
     True
     """
-    if preset not in PRESETS:
-        raise ValueError(f"`preset` must be one of {sorted(PRESETS)}. Received: preset={preset!r}")
     for name in ("train.tsv", "validation.tsv", TOKENIZER_FILE):
         if not os.path.exists(os.path.join(data_dir, name)):
             raise FileNotFoundError(
                 f"`{os.path.join(data_dir, name)}` is missing: `data_dir` must be a folder "
                 "written by `keras-transformer prepare --output DIR`."
             )
+    config, given = _settings(config, settings)
     os.makedirs(output_dir, exist_ok=True)
+    saved = _read_config(output_dir)
+    if saved is not None:
+        config = _resume_config(output_dir, saved, config, given)
+    (preset, max_steps, max_minutes, precision, tokens_per_batch, max_sequence_length,
+     checkpoint_every, bleu_every, seed, verbose) = (
+        config.preset, config.max_steps, config.max_minutes, config.precision,
+        config.tokens_per_batch, config.max_sequence_length, config.checkpoint_every,
+        config.bleu_every, config.seed, config.verbose)
     keras.utils.set_random_seed(seed)
-    distribution = select_distribution(strategy, devices)
+    distribution = select_distribution(config.strategy, config.devices)
     set_precision(precision)
     multi_worker, chief = distribution.multi_worker, distribution.chief
     # As TensorFlow recommends for MultiWorkerMirroredStrategy, non-chief workers save like
@@ -129,19 +114,10 @@ def train(
     if chief:
         shutil.copyfile(os.path.join(data_dir, TOKENIZER_FILE),
                         os.path.join(output_dir, TOKENIZER_FILE))
-    config = _load_or_write_config(output_dir, write=chief, config={
-        "preset": preset,
-        "model_overrides": model_overrides,
-        "vocabulary_size": tokenizer.vocabulary_size,
-        "max_sequence_length": max_sequence_length,
-        "tokens_per_batch": tokens_per_batch,
-        "precision": precision,
-        "data_dir": os.path.abspath(data_dir),
-        "sentences_only": sentences_only,
-    })
+        _write_config(output_dir, config, tokenizer.vocabulary_size, data_dir)
 
     replicas = distribution.replicas
-    train_pairs = load_training_pairs(data_dir, sentences_only)
+    train_pairs = load_training_pairs(data_dir, config.sentences_only)
     validation_pairs = load_tsv(os.path.join(data_dir, "validation.tsv"))
     # Batch sizes are rounded to a multiple of the replicas: uneven splits fail in fit.
     batching = dict(tokens_per_batch=tokens_per_batch * replicas,
@@ -161,11 +137,12 @@ def train(
                                        **batching).as_py_dataset()
 
     with distribution.scope():
-        model = build_transformer(config["preset"], vocabulary_size=config["vocabulary_size"],
-                                  **config["model_overrides"])
-        compile_transformer(model, warmup_steps=warmup_steps,
-                            learning_rate_scale=learning_rate_scale,
-                            label_smoothing=label_smoothing, jit_compile=jit_compile)
+        model = build_transformer(preset, vocabulary_size=tokenizer.vocabulary_size,
+                                  **config.model_overrides)
+        compile_transformer(model, warmup_steps=config.warmup_steps,
+                            learning_rate_scale=config.learning_rate_scale,
+                            label_smoothing=config.label_smoothing,
+                            jit_compile=config.jit_compile)
 
         backup_dir = os.path.join(output_dir, "backup")
         steps_done, initial_epoch = _restore_backup(model, backup_dir)
@@ -181,7 +158,7 @@ def train(
                                          double_checkpoint=True, delete_checkpoint=False),
         limit,
         StepCheckpoint(os.path.join(write_dir, "checkpoints"), checkpoint_every,
-                       keep_checkpoints),
+                       config.keep_checkpoints),
         keras.callbacks.TerminateOnNaN(),
         keras.callbacks.CSVLogger(os.path.join(write_dir, "history.csv"), append=True),
     ]
@@ -194,7 +171,7 @@ def train(
         from keras_transformer.generation import Translator
 
         translator = Translator(model, tokenizer)
-        sample = validation_pairs[:bleu_sentences]
+        sample = validation_pairs[:config.bleu_sentences]
         bleu = BleuCallback(lambda texts: translator.translate(texts, method="greedy",
                                                                progress=False),
                             [s for s, _ in sample], [t for _, t in sample],
@@ -251,19 +228,54 @@ def _restore_backup(model, backup_dir):
     return steps, epoch
 
 
-def _load_or_write_config(output_dir, config, write=True):
-    """Keep the folder's existing config when resuming, so the model matches the backup."""
+def _settings(config, settings):
+    """`(TrainingConfig, names given explicitly)` from `train`'s arguments."""
+    names = {field.name for field in dataclasses.fields(TrainingConfig)}
+    overrides = {key: settings.pop(key) for key in list(settings) if key not in names}
+    if overrides:
+        settings["model_overrides"] = {**settings.get("model_overrides", {}), **overrides}
+    if config is None:
+        return TrainingConfig(**settings), set(settings)
+    if not isinstance(config, TrainingConfig):
+        raise TypeError(f"`config` must be a TrainingConfig. Received: {type(config).__name__}")
+    return dataclasses.replace(config, **settings), names
+
+
+def _read_config(output_dir):
     path = os.path.join(output_dir, CONFIG_FILE)
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as file:
-            existing = json.load(file)
-        if existing.get("preset") != config["preset"] or existing.get(
-            "model_overrides") != config["model_overrides"]:
-            logger.warning("Resuming %s with its saved model config %s (flags ignored).",
-                           output_dir, {k: existing[k] for k in ("preset", "model_overrides")})
-        return existing
-    if not write:
-        return config
-    with open(path, "w", encoding="utf-8") as file:
-        json.dump(config, file, indent=2)
-    return config
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as file:
+        return json.load(file)
+
+
+def _resume_config(output_dir, saved, config, given):
+    """The config of a resumed run: the saved recipe, changed only where it may change."""
+    # Folders written before TrainingConfig saved these settings at the top level.
+    recorded = saved.get("training") or {key: saved[key] for key in LEGACY_KEYS if key in saved}
+    conflicts = config.differences(recorded, given)
+    if conflicts:
+        lines = "; ".join(f"--{name.replace('_', '-')} (`{name}`): saved {old!r}, given {new!r}"
+                          for name, old, new in conflicts)
+        raise ValueError(
+            f"{os.path.join(output_dir, CONFIG_FILE)} was trained with another recipe: "
+            f"{lines}. Resume without these settings to continue the saved recipe, or train "
+            f"into a fresh --output folder. Settings that may change on resume: "
+            f"{', '.join(CHANGEABLE_ON_RESUME)}."
+        )
+    missing = sorted({field.name for field in dataclasses.fields(TrainingConfig)}
+                     - set(recorded) - set(CHANGEABLE_ON_RESUME))
+    if missing:
+        logger.warning("%s predates saved training settings; resuming with %s.",
+                       os.path.join(output_dir, CONFIG_FILE),
+                       ", ".join(f"{name}={getattr(config, name)!r}" for name in missing))
+    kept = {name: value for name, value in recorded.items()
+            if name not in CHANGEABLE_ON_RESUME or name not in given}
+    return dataclasses.replace(config, **kept)
+
+
+def _write_config(output_dir, config, vocabulary_size, data_dir):
+    with open(os.path.join(output_dir, CONFIG_FILE), "w", encoding="utf-8") as file:
+        json.dump({"vocabulary_size": vocabulary_size, "data_dir": os.path.abspath(data_dir),
+                   "max_sequence_length": config.max_sequence_length,
+                   "training": config.to_dict()}, file, indent=2)
