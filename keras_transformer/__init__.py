@@ -9,12 +9,9 @@ True
 
 from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"
-
 # Under KERAS_BACKEND=jax or torch nothing here imports TensorFlow: the TensorFlow-only
 # features (tf.data, in-graph tokenizer ops, SavedModel export, tf.distribute) load it
 # when first used (see `keras_transformer.backend`).
-
 from keras_transformer import (  # noqa: E402
     data,
     export,
@@ -45,6 +42,7 @@ from keras_transformer.models import PRESETS, Transformer, build_transformer  # 
 from keras_transformer.optimizers import TransformerSchedule  # noqa: E402
 from keras_transformer.special_tokens import END_ID, PAD_ID, START_ID, UNK_ID  # noqa: E402
 from keras_transformer.training.compile import compile_transformer  # noqa: E402
+from keras_transformer.version import __version__ as __version__
 
 if TYPE_CHECKING:  # static tools (docs, IDEs) see it; it loads TensorFlow when first used
     from keras_transformer.export.saved_model import export_saved_model

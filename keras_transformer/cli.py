@@ -223,14 +223,15 @@ def _run_average(args):
     import keras
 
     import keras_transformer.models  # noqa: F401  (registers the model class)
+    from keras_transformer.folders import CHECKPOINTS_DIR, MODEL_FILE, UNAVERAGED_MODEL_FILE
     from keras_transformer.training.averaging import average_checkpoints
 
-    path = os.path.join(args.model, "model.keras")
+    path = os.path.join(args.model, MODEL_FILE)
     if not os.path.exists(path):
         raise FileNotFoundError(f"`{path}` is missing: train a model into MODEL_DIR first.")
     model = keras.models.load_model(path)
-    steps = average_checkpoints(model, os.path.join(args.model, "checkpoints"), args.last)
-    shutil.copyfile(path, os.path.join(args.model, "model.unaveraged.keras"))
+    steps = average_checkpoints(model, os.path.join(args.model, CHECKPOINTS_DIR), args.last)
+    shutil.copyfile(path, os.path.join(args.model, UNAVERAGED_MODEL_FILE))
     model.save(path)
     print(json.dumps({"model": path, "averaged_steps": steps}))
 

@@ -13,6 +13,7 @@ import os
 from keras_transformer.data.corpora import DING_PATH, load_tsv
 from keras_transformer.data.prepare import prepare
 from keras_transformer.evaluation import evaluate_translator
+from keras_transformer.folders import EVALUATION_FILE, REPORT_FILE, TEST_FILE
 from keras_transformer.training.config import TrainingConfig
 from keras_transformer.training.trainer import train
 
@@ -59,7 +60,7 @@ def run_demo(workdir="runs/demo", minutes=15.0, corpus=None, max_steps=20_000, m
         )
     data_dir = os.path.join(workdir, "data")
     model_dir = os.path.join(workdir, "model")
-    if os.path.exists(os.path.join(data_dir, "report.json")):
+    if os.path.exists(os.path.join(data_dir, REPORT_FILE)):
         logger.info("Reusing the prepared data in %s", data_dir)
     else:
         prepare(data_dir, corpus, vocabulary_size=8000,
@@ -71,9 +72,9 @@ def run_demo(workdir="runs/demo", minutes=15.0, corpus=None, max_steps=20_000, m
     from keras_transformer.generation import Translator
 
     translator = Translator.from_directory(model_dir)
-    test_pairs = load_tsv(os.path.join(data_dir, "test.tsv"))
+    test_pairs = load_tsv(os.path.join(data_dir, TEST_FILE))
     scores = evaluate_translator(translator, test_pairs, method=method)
-    with open(os.path.join(model_dir, "eval-test.json"), "w", encoding="utf-8") as file:
+    with open(os.path.join(model_dir, EVALUATION_FILE), "w", encoding="utf-8") as file:
         json.dump(scores, file, indent=2, ensure_ascii=False)
 
     from keras_transformer.export import export_saved_model

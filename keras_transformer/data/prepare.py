@@ -15,6 +15,7 @@ from collections import Counter
 from keras_transformer.data.corpora import default_ding_path, load_ding, load_tsv, write_tsv
 from keras_transformer.data.split import sentence_pairs_only, split_pairs
 from keras_transformer.data.tokenizer import train_tokenizer
+from keras_transformer.folders import REPORT_FILE, TOKENIZER_FILE, TRAIN_FILE
 
 
 def prepare(
@@ -67,7 +68,7 @@ def prepare(
     start = time.perf_counter()
     tokenizer = train_tokenizer(
         [text for pair in splits["train"] for text in pair],
-        os.path.join(output_dir, "tokenizer.model"),
+        os.path.join(output_dir, TOKENIZER_FILE),
         vocabulary_size=vocabulary_size,
         input_sentence_size=input_sentence_size,
         seed=seed,
@@ -107,7 +108,7 @@ def prepare(
             **padding,
         },
     }
-    with open(os.path.join(output_dir, "report.json"), "w", encoding="utf-8") as file:
+    with open(os.path.join(output_dir, REPORT_FILE), "w", encoding="utf-8") as file:
         json.dump(report, file, indent=2)
     return report
 
@@ -127,7 +128,7 @@ def load_training_pairs(data_dir, sentences_only=False):
     >>> load_training_pairs(data_dir, sentences_only=True)
     [('Ich bin hier.', 'I am here.')]
     """
-    pairs = load_tsv(os.path.join(data_dir, "train.tsv"))
+    pairs = load_tsv(os.path.join(data_dir, TRAIN_FILE))
     if not sentences_only:
         return pairs
     sentences = sentence_pairs_only(pairs)

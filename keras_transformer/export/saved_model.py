@@ -44,6 +44,7 @@ from keras_transformer.generation.generate import (
 from keras_transformer.generation.step import DecoderStep
 from keras_transformer.special_tokens import END_ID, PAD_ID
 from keras_transformer.validation import check_positive_int
+from keras_transformer.version import __version__
 
 tf = require_tensorflow("SavedModel export")
 
@@ -250,8 +251,6 @@ def export_saved_model(
 
     translation = _Translation(model, tokenizer, beam_size, float(alpha), max_length,
                                max_length_offset, max_sequence_length, jit_compile)
-    from keras_transformer import __version__
-
     metadata = json.dumps({
         "method": "beam",
         "beam_size": beam_size,

@@ -7,6 +7,7 @@ import sys
 import keras
 import numpy as np
 
+from keras_transformer.folders import CONFIG_FILE, MODEL_FILE, TOKENIZER_FILE
 from keras_transformer.generation.generate import METHODS, generate
 from keras_transformer.special_tokens import END_ID, PAD_ID, START_ID
 from keras_transformer.validation import check_choice, check_positive_int
@@ -69,17 +70,17 @@ class Translator:
         import keras_transformer.models  # noqa: F401  (registers the serializable classes)
         from keras_transformer.data.tokenizer import Tokenizer
 
-        for name in ("model.keras", "tokenizer.model"):
+        for name in (MODEL_FILE, TOKENIZER_FILE):
             if not os.path.exists(os.path.join(directory, name)):
                 raise FileNotFoundError(
                     f"`{name}` not found in `directory`. A model directory written by "
                     f"training holds model.keras, tokenizer.model and config.json. "
                     f"Received: directory={directory!r}"
                 )
-        model = keras.models.load_model(os.path.join(directory, "model.keras"))
-        tokenizer = Tokenizer.from_file(os.path.join(directory, "tokenizer.model"))
+        model = keras.models.load_model(os.path.join(directory, MODEL_FILE))
+        tokenizer = Tokenizer.from_file(os.path.join(directory, TOKENIZER_FILE))
         config = {}
-        config_path = os.path.join(directory, "config.json")
+        config_path = os.path.join(directory, CONFIG_FILE)
         if os.path.exists(config_path):
             with open(config_path) as file:
                 config = json.load(file)

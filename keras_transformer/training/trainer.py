@@ -27,6 +27,17 @@ from keras_transformer.data.batching import NumpyBatches
 from keras_transformer.data.corpora import load_tsv
 from keras_transformer.data.prepare import load_training_pairs
 from keras_transformer.data.tokenizer import Tokenizer
+from keras_transformer.folders import (
+    BACKUP_DIR,
+    CHECKPOINTS_DIR,
+    CONFIG_FILE,
+    HISTORY_FILE,
+    LOGS_DIR,
+    MODEL_FILE,
+    TOKENIZER_FILE,
+    TRAIN_FILE,
+    VALIDATION_FILE,
+)
 from keras_transformer.models.transformer import build_transformer
 from keras_transformer.training.callbacks import BleuCallback, StepCheckpoint, TrainingLimit
 from keras_transformer.training.compile import compile_transformer
@@ -36,9 +47,6 @@ from keras_transformer.training.precision import set_precision
 
 logger = logging.getLogger(__name__)
 
-CONFIG_FILE = "config.json"
-MODEL_FILE = "model.keras"
-TOKENIZER_FILE = "tokenizer.model"
 # The settings config.json held at its top level before it saved a whole TrainingConfig.
 LEGACY_KEYS = ("preset", "model_overrides", "max_sequence_length", "tokens_per_batch",
                "precision", "sentences_only")
@@ -86,7 +94,7 @@ def train(data_dir, output_dir, config=None, **settings):
     >>> {"model.keras", "config.json", "checkpoints"} <= set(os.listdir(output_dir))
     True
     """
-    for name in ("train.tsv", "validation.tsv", TOKENIZER_FILE):
+    for name in (TRAIN_FILE, VALIDATION_FILE, TOKENIZER_FILE):
         if not os.path.exists(os.path.join(data_dir, name)):
             raise FileNotFoundError(
                 f"`{os.path.join(data_dir, name)}` is missing: `data_dir` must be a folder "
@@ -118,7 +126,7 @@ def train(data_dir, output_dir, config=None, **settings):
 
     replicas = distribution.replicas
     train_pairs = load_training_pairs(data_dir, config.sentences_only)
-    validation_pairs = load_tsv(os.path.join(data_dir, "validation.tsv"))
+    validation_pairs = load_tsv(os.path.join(data_dir, VALIDATION_FILE))
     # Batch sizes are rounded to a multiple of the replicas: uneven splits fail in fit.
     batching = dict(tokens_per_batch=tokens_per_batch * replicas,
                     max_sequence_length=max_sequence_length, batch_size_multiple=replicas)
@@ -144,7 +152,7 @@ def train(data_dir, output_dir, config=None, **settings):
                             label_smoothing=config.label_smoothing,
                             jit_compile=config.jit_compile)
 
-        backup_dir = os.path.join(output_dir, "backup")
+        backup_dir = os.path.join(output_dir, BACKUP_DIR)
         steps_done, initial_epoch = _restore_backup(model, backup_dir)
     # The seeded stream of batches is replayed from the step the backup holds, so a
     # resumed run sees exactly the batches an uninterrupted one would have seen.
@@ -154,16 +162,16 @@ def train(data_dir, output_dir, config=None, **settings):
 
     limit = TrainingLimit(max_steps=max_steps, max_minutes=max_minutes)
     callbacks = [
-        keras.callbacks.BackupAndRestore(os.path.join(write_dir, "backup"), save_freq="epoch",
+        keras.callbacks.BackupAndRestore(os.path.join(write_dir, BACKUP_DIR), save_freq="epoch",
                                          double_checkpoint=True, delete_checkpoint=False),
         limit,
-        StepCheckpoint(os.path.join(write_dir, "checkpoints"), checkpoint_every,
+        StepCheckpoint(os.path.join(write_dir, CHECKPOINTS_DIR), checkpoint_every,
                        config.keep_checkpoints),
         keras.callbacks.TerminateOnNaN(),
-        keras.callbacks.CSVLogger(os.path.join(write_dir, "history.csv"), append=True),
+        keras.callbacks.CSVLogger(os.path.join(write_dir, HISTORY_FILE), append=True),
     ]
     if has_tensorflow():  # Keras' TensorBoard callback writes with tf.summary
-        callbacks.append(keras.callbacks.TensorBoard(os.path.join(write_dir, "logs"),
+        callbacks.append(keras.callbacks.TensorBoard(os.path.join(write_dir, LOGS_DIR),
                                                      update_freq=50))
     bleu = None
     bleu_every = checkpoint_every if bleu_every is None else bleu_every
@@ -175,7 +183,7 @@ def train(data_dir, output_dir, config=None, **settings):
         bleu = BleuCallback(lambda texts: translator.translate(texts, method="greedy",
                                                                progress=False),
                             [s for s, _ in sample], [t for _, t in sample],
-                            every_n_steps=bleu_every, log_dir=os.path.join(write_dir, "logs"))
+                            every_n_steps=bleu_every, log_dir=os.path.join(write_dir, LOGS_DIR))
         callbacks.insert(3, bleu)
 
     epochs = initial_epoch + max(0, -(-(max_steps - steps_done) // checkpoint_every))

@@ -1,0 +1,29 @@
+"""The file names inside a prepared data folder and a model folder, in one place.
+
+A data folder (`keras-transformer prepare --output DIR`) holds the splits, the tokenizer
+and the report; a model folder (`keras-transformer train --output DIR`) holds the model,
+a copy of the tokenizer, the training settings, checkpoints, the backup that resumes a
+run, TensorBoard logs and the loss history.
+
+Example:
+>>> import os
+>>> os.path.join("runs/demo/model", MODEL_FILE)
+'runs/demo/model/model.keras'
+"""
+
+# A data folder.
+TRAIN_FILE = "train.tsv"
+VALIDATION_FILE = "validation.tsv"
+TEST_FILE = "test.tsv"
+REPORT_FILE = "report.json"
+TOKENIZER_FILE = "tokenizer.model"  # in a model folder too
+
+# A model folder.
+MODEL_FILE = "model.keras"
+UNAVERAGED_MODEL_FILE = "model.unaveraged.keras"
+CONFIG_FILE = "config.json"
+CHECKPOINTS_DIR = "checkpoints"
+BACKUP_DIR = "backup"
+LOGS_DIR = "logs"
+HISTORY_FILE = "history.csv"
+EVALUATION_FILE = "eval-test.json"
