@@ -79,6 +79,23 @@ def test_resume_refuses_a_flag_that_contradicts_the_saved_recipe(tiny_data_dir, 
     assert _json_line(capsys)["step"] == 4
 
 
+def test_backups_come_every_backup_every_steps_and_validation_every_checkpoint(
+        tiny_data_dir, tmp_path, capsys):
+    model_dir = tmp_path / "model"
+    assert main(["train", "--data", tiny_data_dir, "--output", str(model_dir), "--preset",
+                 "tiny", "--tokens-per-batch", "128", "--max-sequence-length", "16",
+                 "--checkpoint-every", "4", "--backup-every", "2", "--bleu-every", "0",
+                 "--max-steps", "6"]) == 0
+    assert _json_line(capsys)["step"] == 6
+    metadata = json.loads((model_dir / "backup" / "training_metadata.json").read_text())
+    assert metadata["epoch"] == 3  # three epochs of 2 steps, backed up after each
+    rows = (model_dir / "history.csv").read_text().strip().splitlines()[1:]
+    header = (model_dir / "history.csv").read_text().splitlines()[0].split(",")
+    validated = [row.split(",")[header.index("val_loss")] not in ("", "NA") for row in rows]
+    assert validated == [False, True, False]  # validation after steps 4 only
+    assert [step for step, _ in list_checkpoints(str(model_dir / "checkpoints"))] == [4]
+
+
 def test_an_older_config_json_still_resumes(tiny_data_dir, tmp_path, capsys, caplog):
     model_dir = tmp_path / "model"
     common = ["train", "--data", tiny_data_dir, "--output", str(model_dir), "--preset", "tiny",

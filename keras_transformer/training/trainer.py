@@ -71,8 +71,8 @@ def train(data_dir, output_dir, config=None, **settings):
 
     See `TrainingConfig` (or `keras-transformer train --help`) for each setting:
     `max_steps` counts over every run on the folder; `tokens_per_batch` is per replica
-    and side; `checkpoint_every` sets the steps between checkpoints, backups and
-    validation passes.
+    and side; `checkpoint_every` sets the steps between checkpoints and validation
+    passes, `backup_every` those between the backups a killed run resumes from.
 
     Returns:
         A dict: the final step, why training stopped, the last logs and BLEU history.
@@ -186,18 +186,26 @@ def train(data_dir, output_dir, config=None, **settings):
                             every_n_steps=bleu_every, log_dir=os.path.join(write_dir, LOGS_DIR))
         callbacks.insert(3, bleu)
 
-    epochs = initial_epoch + max(0, -(-(max_steps - steps_done) // checkpoint_every))
+    # An epoch is the steps between two backups (BackupAndRestore saves at epoch ends):
+    # the largest divisor of `checkpoint_every` up to `backup_every`, so validation can
+    # run every `checkpoint_every` steps. The custom multi-worker loop validates every
+    # epoch, so there an epoch stays `checkpoint_every` steps.
+    period = checkpoint_every if multi_worker else max(
+        d for d in range(1, min(config.backup_every, checkpoint_every) + 1)
+        if checkpoint_every % d == 0)
+    epochs = initial_epoch + max(0, -(-(max_steps - steps_done) // period))
     logs = {}
     if steps_done < max_steps:
         options = dict(validation_data=validation_data, epochs=epochs,
-                       steps_per_epoch=checkpoint_every, callbacks=callbacks, verbose=verbose)
+                       steps_per_epoch=period, callbacks=callbacks, verbose=verbose)
         if multi_worker:
             history = fit_with_custom_loop(model, train_data, initial_epoch=initial_epoch,
                                            **options)
         else:
             with distribution.fit_scope():
                 # The batches are shuffled already (`shuffle=True` would only warn here).
-                history = model.fit(train_data, shuffle=False, **options)
+                history = model.fit(train_data, shuffle=False,
+                                    validation_freq=checkpoint_every // period, **options)
         logs = {key: float(values[-1]) for key, values in history.history.items() if values}
     else:
         limit.reason = f"already trained for {steps_done} steps"
