@@ -16,12 +16,9 @@ reach `log P / lp(max_length)`. With `K = 1` this is exactly greedy search.
 
 from keras import ops
 
+from keras_transformer.numerics import FLOAT32_LOWEST, LOWEST_SCORE
 from keras_transformer.special_tokens import END_ID, PAD_ID, START_ID
 from keras_transformer.validation import check_positive_int
-
-# Score of an empty or invalid slot: far below any real log-probability, yet finite,
-# so sums and divisions never produce NaN.
-EMPTY_SCORE = -1e9
 
 
 def check_beam_options(vocabulary_size, beam_size, alpha):
@@ -91,14 +88,14 @@ def beam_search(step, batch_size, buffer_length, max_steps, beam_size=4, alpha=0
         [ops.full((batch_size, k, 1), START_ID, "int32"),
          ops.full((batch_size, k, buffer_length), PAD_ID, "int32")], axis=2)
     # Only the first live beam is real at the start; the others would duplicate it.
-    first_live = ops.where(ops.arange(k) == 0, 0.0, EMPTY_SCORE)
+    first_live = ops.where(ops.arange(k) == 0, 0.0, LOWEST_SCORE)
     state = (
         ops.convert_to_tensor(0, "int32"),
         start_tokens,                                                # live tokens
         ops.tile(ops.cast(first_live, "float32")[None], (batch_size, 1)),  # live log P
         ops.zeros((batch_size,), "int32"),                           # live length if done
         ops.full((batch_size, k, width), PAD_ID, "int32"),           # finished tokens
-        ops.full((batch_size, k), EMPTY_SCORE, "float32"),           # finished scores
+        ops.full((batch_size, k), LOWEST_SCORE, "float32"),           # finished scores
         ops.zeros((batch_size,), "bool"),                            # done
         step.cache,
     )
@@ -127,14 +124,14 @@ def beam_search(step, batch_size, buffer_length, max_steps, beam_size=4, alpha=0
         length = index + 1
         finishes = is_end & (ops.arange(2 * k) < k)[None] & ops.logical_not(done)[:, None]
         new_scores = ops.where(finishes, top_log_probs / length_penalty(length, alpha),
-                               EMPTY_SCORE)
+                               LOWEST_SCORE)
         pool_scores = ops.concatenate([finished_scores, new_scores], axis=1)
         pool_tokens = ops.concatenate([finished_tokens, top_sequences], axis=1)
         finished_scores, best = ops.top_k(pool_scores, k)
         finished_tokens = gather(pool_tokens, best)
 
         # The K best continuations without an end token live on (frozen once done).
-        _, live = ops.top_k(ops.where(is_end, -3.4e38, top_log_probs), k)
+        _, live = ops.top_k(ops.where(is_end, FLOAT32_LOWEST, top_log_probs), k)
         keep = done[:, None]
         live_log_probs = ops.where(keep, live_log_probs, ops.take_along_axis(
             top_log_probs, live, axis=1))
@@ -144,7 +141,7 @@ def beam_search(step, batch_size, buffer_length, max_steps, beam_size=4, alpha=0
         cache = step.reorder(cache, ops.reshape(parent_rows, (-1,)))
 
         # Done: K finished, or no live hypothesis can still beat the best finished one.
-        num_finished = ops.sum(ops.cast(finished_scores > EMPTY_SCORE / 2, "int32"), axis=1)
+        num_finished = ops.sum(ops.cast(finished_scores > LOWEST_SCORE / 2, "int32"), axis=1)
         bound = ops.max(live_log_probs, axis=1) / max_penalty
         newly_done = ops.logical_and(
             ops.logical_not(done),
@@ -162,11 +159,11 @@ def beam_search(step, batch_size, buffer_length, max_steps, beam_size=4, alpha=0
     # only fill empty slots (their live hypotheses cannot beat the best finished one).
     live_length = ops.where(done, live_length, num_steps)
     live_scores = live_log_probs / length_penalty(live_length, alpha)[:, None]
-    num_finished = ops.sum(ops.cast(finished_scores > EMPTY_SCORE / 2, "int32"), axis=1)
+    num_finished = ops.sum(ops.cast(finished_scores > LOWEST_SCORE / 2, "int32"), axis=1)
     fills = ops.logical_or(ops.logical_not(done)[:, None],
                            ops.arange(k)[None] < (k - num_finished)[:, None])
-    live_scores = ops.where(fills & (live_log_probs > EMPTY_SCORE / 2), live_scores,
-                            EMPTY_SCORE)
+    live_scores = ops.where(fills & (live_log_probs > LOWEST_SCORE / 2), live_scores,
+                            LOWEST_SCORE)
     nbest_scores, best = ops.top_k(ops.concatenate([finished_scores, live_scores], 1), k)
     nbest_tokens = gather(ops.concatenate([finished_tokens, live_tokens], 1), best)[:, :, 1:]
     return {

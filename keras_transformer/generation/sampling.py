@@ -11,6 +11,7 @@ categorical kernels draw differently under XLA than eagerly.)
 from keras import ops
 
 from keras_transformer.generation.greedy import decode_token_by_token
+from keras_transformer.numerics import FLOAT32_LOWEST
 
 
 def _signed(value):
@@ -70,7 +71,7 @@ def filter_logits(logits, temperature=1.0, top_k=None, top_p=None):
     [[True, True, False]]
     """
     logits = ops.cast(logits, "float32") / temperature
-    lowest = ops.cast(-3.4e38, "float32")
+    lowest = ops.cast(FLOAT32_LOWEST, "float32")
     if top_k is not None:
         kth_best = ops.top_k(logits, top_k)[0][:, -1:]
         logits = ops.where(logits < kth_best, lowest, logits)
@@ -78,7 +79,7 @@ def filter_logits(logits, temperature=1.0, top_k=None, top_p=None):
         sorted_logits = ops.flip(ops.sort(logits, axis=-1), axis=-1)
         probs = ops.softmax(sorted_logits, axis=-1)
         mass_before = ops.cumsum(probs, axis=-1) - probs
-        kept = ops.where(mass_before < top_p, sorted_logits, ops.cast(3.4e38, "float32"))
+        kept = ops.where(mass_before < top_p, sorted_logits, ops.cast(-FLOAT32_LOWEST, "float32"))
         threshold = ops.min(kept, axis=-1, keepdims=True)
         logits = ops.where(logits < threshold, lowest, logits)
     return logits

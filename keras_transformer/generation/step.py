@@ -11,10 +11,8 @@ search also reorders the cache with `DecoderStep.reorder`.
 from keras import ops
 
 from keras_transformer.layers.masking import padding_mask
+from keras_transformer.numerics import LOWEST_SCORE
 from keras_transformer.special_tokens import PAD_ID, START_ID
-
-# Logit of a token that must never be generated (finite, so no NaN can follow).
-NEVER = -1e9
 
 
 def log_probs_of(logits):
@@ -31,7 +29,7 @@ def log_probs_of(logits):
     logits = ops.cast(logits, "float32")
     vocabulary = ops.arange(ops.shape(logits)[-1])
     banned = ops.logical_or(ops.equal(vocabulary, PAD_ID), ops.equal(vocabulary, START_ID))
-    return ops.log_softmax(ops.where(banned, NEVER, logits), axis=-1)
+    return ops.log_softmax(ops.where(banned, LOWEST_SCORE, logits), axis=-1)
 
 
 class DecoderStep:

@@ -12,6 +12,7 @@ import keras
 from keras import ops
 
 from keras_transformer.layers.token_wise import apply_token_wise
+from keras_transformer.numerics import FLOAT32_LOWEST
 from keras_transformer.validation import check_divisible, check_positive_int, check_rate
 
 ATTENTION_IMPLEMENTATIONS = ("auto", "fused", "explicit")
@@ -219,7 +220,7 @@ class MultiHeadAttention(keras.layers.Layer):
         scores = ops.cast(scores, "float32")
         if attention_mask is not None:
             keep = ops.expand_dims(ops.cast(attention_mask, "bool"), 1)  # (B, 1, T, S)
-            scores = ops.where(keep, scores, ops.cast(-3.4e38, "float32"))
+            scores = ops.where(keep, scores, ops.cast(FLOAT32_LOWEST, "float32"))
             weights = ops.where(keep, ops.softmax(scores, axis=-1), 0.0)
         else:
             weights = ops.softmax(scores, axis=-1)
