@@ -7,7 +7,14 @@ Example:
 True
 """
 
+import sys
 from typing import TYPE_CHECKING
+
+from keras_transformer.startup_noise import filter_startup_noise, is_command_line
+
+# The command line filters TensorFlow's C++ start-up lines, which importing Keras prints.
+if is_command_line(sys):
+    filter_startup_noise()
 
 # Under KERAS_BACKEND=jax or torch nothing here imports TensorFlow: the TensorFlow-only
 # features (tf.data, in-graph tokenizer ops, SavedModel export, tf.distribute) load it

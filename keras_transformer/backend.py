@@ -13,6 +13,7 @@ True
 
 import importlib
 import importlib.util
+import sys
 
 import keras
 
@@ -53,6 +54,8 @@ def require_tensorflow(feature, module="tensorflow"):
     >>> require_tensorflow("the tf.data pipeline").__name__
     'tensorflow'
     """
+    if sys.modules.get(module) is not None:  # no import machinery inside traced functions
+        return sys.modules[module]
     try:
         return importlib.import_module(module)
     except ImportError as error:

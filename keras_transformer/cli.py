@@ -314,7 +314,10 @@ def build_parser():
 
 
 def main(argv=None):
-    """Runs the command line `keras-transformer COMMAND ...`; returns the exit code."""
+    """Runs the command line `keras-transformer COMMAND ...`; returns the exit code.
+
+    As the program itself, stderr loses the frameworks' start-up lines (the package
+    installs `keras_transformer.startup_noise`'s filter before Keras loads)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

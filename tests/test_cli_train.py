@@ -126,3 +126,21 @@ def test_every_command_has_help(capsys):
             main([command, "--help"])
         assert raised.value.code == 0
         assert "usage: keras-transformer" in capsys.readouterr().out
+
+
+def test_the_command_line_prints_no_framework_start_up_lines(tiny_data_dir, tmp_path):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    env.pop("KT_FRAMEWORK_LOGS", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "keras_transformer.cli", "train", "--data", tiny_data_dir,
+         "--output", str(tmp_path / "model"), "--preset", "tiny", "--tokens-per-batch", "128",
+         "--max-sequence-length", "16", "--max-steps", "1", "--checkpoint-every", "1",
+         "--bleu-every", "0"], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1])["step"] == 1
+    for marker in ("I0000", "E0000", "W0000", "absl::InitializeLog", "cuInit", "oneDNN"):
+        assert marker not in done.stderr, done.stderr[-2000:]
+    assert "shuffle" not in done.stderr  # Keras' warning about fit(shuffle=True)

@@ -136,6 +136,14 @@ def train(data_dir, output_dir, config=None, **settings):
         stream = make_dataset(train_pairs, tokenizer, seed=seed, repeat=True, **batching)
         validation_data = make_dataset(validation_pairs, tokenizer, long_sequences="truncate",
                                        shuffle=False, **batching)
+        if not multi_worker:  # (there each worker validates on its own shard)
+            # Bucketing hides the number of batches; Keras warns "ran out of data" at the
+            # end of every validation pass unless it knows it.
+            import tensorflow as tf
+
+            count = sum(1 for _ in validation_data)
+            validation_data = validation_data.apply(
+                tf.data.experimental.assert_cardinality(count))
     else:
         # One shape per length bucket, so jax.jit compiles each train step shape once.
         stream = NumpyBatches(train_pairs, tokenizer, seed=seed, repeat=True,
