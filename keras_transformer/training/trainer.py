@@ -1,10 +1,12 @@
-"""`train`: a data folder from `prepare` to a model folder, resumable (TensorFlow-specific).
+"""`train`: a data folder from `prepare` to a model folder, resumable, on every backend.
 
 The model folder holds `model.keras`, `tokenizer.model`, `config.json`,
 `checkpoints/` (the last K step checkpoints, for averaging), `backup/`
 (`keras.callbacks.BackupAndRestore`, so a killed run resumes where it stopped),
 `logs/` (TensorBoard) and `history.csv`. Running `train` again on the same folder
-continues from the backup until `max_steps` is reached.
+continues from the backup until `max_steps` is reached. On TensorFlow the batches come
+from `tf.data` and several devices train under `tf.distribute`; on JAX and PyTorch from
+`NumpyBatches`, with `keras.distribution.DataParallel` over JAX's devices.
 
 Under `MultiWorkerMirroredStrategy` the steps run in `fit_with_custom_loop` (Keras' `fit`
 cannot run there, see `custom_loop`). Every worker runs every callback (saving may
