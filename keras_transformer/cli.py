@@ -98,7 +98,7 @@ def _add_train(subparsers):
         default = field.default
         shown = f" (default: {default})" if default is not None else ""
         flag = "--" + field.name.replace("_", "-")
-        if field.type is bool or field.type == "bool":
+        if field.type is bool:
             parser.add_argument(flag, action="store_const", const=True, default=None,
                                 help=meta["help"])
         else:

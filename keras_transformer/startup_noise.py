@@ -27,8 +27,7 @@ _NOISE = re.compile(
     rb"|[IWE]\d{4} [\d:.]+ +\d+ (port\.cc|cudart_stub\.cc|cuda_platform\.cc|"
     rb"cpu_feature_guard\.cc|cuda_dnn\.cc|cuda_blas\.cc|cuda_fft\.cc|cuda_executor\.cc)"
     rb"|[IWE]\d{4} [\d:.]+ +\d+ util\.cc:\d+\] oneDNN supports"
-    rb"|To enable the following instructions: .*rebuild TensorFlow"
-    rb"|WARNING: All log messages before absl)"
+    rb"|To enable the following instructions: .*rebuild TensorFlow)"
 )
 # What a partial line may be when it could still become one of those.
 _PREFIX = re.compile(rb"^(W|WA|WAR|WARN|WARNI|WARNIN|WARNING|WARNING:.*|[IWE]\d{0,4}( .*)?"

@@ -63,9 +63,14 @@ def token_budget_batch_sizes(tokens_per_batch, max_sequence_length, batch_size_m
     else:
         check_positive_int("bucket_width", bucket_width)
         boundaries = list(range(bucket_width + 1, max_sequence_length + 1, bucket_width))
-    longest = [boundary - 1 for boundary in boundaries] + [max_sequence_length]
     multiple = batch_size_multiple
-    return boundaries, [tokens_per_batch // length // multiple * multiple for length in longest]
+    return boundaries, [tokens_per_batch // length // multiple * multiple
+                        for length in _longest_lengths(boundaries, max_sequence_length)]
+
+
+def _longest_lengths(boundaries, max_sequence_length):
+    """The longest length each bucket admits."""
+    return [boundary - 1 for boundary in boundaries] + [max_sequence_length]
 
 
 def _pad(rows, length=None):
@@ -132,7 +137,7 @@ class NumpyBatches:
             self.examples.append((source[:limit] + [END_ID], [START_ID] + target[:limit]))
         self.shuffle, self.seed, self.repeat = shuffle, seed, repeat
         self.multiple = batch_size_multiple
-        self.longest = [b - 1 for b in self.boundaries] + [max_sequence_length]
+        self.longest = _longest_lengths(self.boundaries, max_sequence_length)
         self.pad_to_bucket = pad_to_bucket
 
     def _bucket(self, example):

@@ -26,8 +26,12 @@ from keras_transformer.special_tokens import END_ID, PAD_ID, START_ID, UNK_ID
 _SPECIAL_IDS = (PAD_ID, START_ID, END_ID)
 
 
-def _gfile(path):
-    return require_tensorflow(f"Reading or writing `{path}`").io.gfile
+def _file_system(path):
+    """`(exists, open)` for `path`: the local ones, or `tf.io.gfile`'s for a URL."""
+    if "://" not in str(path):
+        return os.path.exists, open
+    gfile = require_tensorflow(f"Reading or writing `{path}`").io.gfile
+    return gfile.exists, gfile.GFile
 
 
 class Tokenizer:
@@ -77,19 +81,18 @@ class Tokenizer:
         Raises:
             FileNotFoundError: the file does not exist.
         """
-        exists = _gfile(path).exists if "://" in str(path) else os.path.exists
+        exists, opener = _file_system(path)
         if not exists(path):
             raise FileNotFoundError(
                 f"Tokenizer file not found: `{path}`. Create one with `train_tokenizer` or "
                 "`keras-transformer prepare --output DIR` (it writes DIR/tokenizer.model)."
             )
-        opener = _gfile(path).GFile if "://" in str(path) else open
         with opener(path, "rb") as file:
             return cls(file.read())
 
     def save(self, path):
         """Writes the model bytes to `path`, readable by `Tokenizer.from_file`."""
-        opener = _gfile(path).GFile if "://" in str(path) else open
+        _, opener = _file_system(path)
         with opener(path, "wb") as file:
             file.write(self.model_bytes)
 

@@ -95,7 +95,7 @@ def beam_search(step, batch_size, buffer_length, max_steps, beam_size=4, alpha=0
         ops.tile(ops.cast(first_live, "float32")[None], (batch_size, 1)),  # live log P
         ops.zeros((batch_size,), "int32"),                           # live length if done
         ops.full((batch_size, k, width), PAD_ID, "int32"),           # finished tokens
-        ops.full((batch_size, k), LOWEST_SCORE, "float32"),           # finished scores
+        ops.full((batch_size, k), LOWEST_SCORE, "float32"),          # finished scores
         ops.zeros((batch_size,), "bool"),                            # done
         step.cache,
     )

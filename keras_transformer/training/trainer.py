@@ -107,14 +107,9 @@ def train(data_dir, output_dir, config=None, **settings):
     saved = _read_config(output_dir)
     if saved is not None:
         config = _resume_config(output_dir, saved, config, given)
-    (preset, max_steps, max_minutes, precision, tokens_per_batch, max_sequence_length,
-     checkpoint_every, bleu_every, seed, verbose) = (
-        config.preset, config.max_steps, config.max_minutes, config.precision,
-        config.tokens_per_batch, config.max_sequence_length, config.checkpoint_every,
-        config.bleu_every, config.seed, config.verbose)
-    keras.utils.set_random_seed(seed)
+    keras.utils.set_random_seed(config.seed)
     distribution = select_distribution(config.strategy, config.devices)
-    set_precision(precision)
+    set_precision(config.precision)
     multi_worker, chief = distribution.multi_worker, distribution.chief
     # As TensorFlow recommends for MultiWorkerMirroredStrategy, non-chief workers save like
     # the chief (saving may read variables collectively), into a folder of their own.
@@ -130,12 +125,14 @@ def train(data_dir, output_dir, config=None, **settings):
     train_pairs = load_training_pairs(data_dir, config.sentences_only)
     validation_pairs = load_tsv(os.path.join(data_dir, VALIDATION_FILE))
     # Batch sizes are rounded to a multiple of the replicas: uneven splits fail in fit.
-    batching = dict(tokens_per_batch=tokens_per_batch * replicas,
-                    max_sequence_length=max_sequence_length, batch_size_multiple=replicas)
+    batching = dict(tokens_per_batch=config.tokens_per_batch * replicas,
+                    max_sequence_length=config.max_sequence_length,
+                    batch_size_multiple=replicas)
     if backend() == "tensorflow":
         from keras_transformer.data.pipeline import make_dataset
 
-        stream = make_dataset(train_pairs, tokenizer, seed=seed, repeat=True, **batching)
+        stream = make_dataset(train_pairs, tokenizer, seed=config.seed, repeat=True,
+                              **batching)
         validation_data = make_dataset(validation_pairs, tokenizer, long_sequences="truncate",
                                        shuffle=False, **batching)
         if not multi_worker:  # (there each worker validates on its own shard)
@@ -148,14 +145,14 @@ def train(data_dir, output_dir, config=None, **settings):
                 tf.data.experimental.assert_cardinality(count))
     else:
         # One shape per length bucket, so jax.jit compiles each train step shape once.
-        stream = NumpyBatches(train_pairs, tokenizer, seed=seed, repeat=True,
+        stream = NumpyBatches(train_pairs, tokenizer, seed=config.seed, repeat=True,
                               pad_to_bucket=True, **batching)
         validation_data = NumpyBatches(validation_pairs, tokenizer, long_sequences="truncate",
                                        shuffle=False, pad_to_bucket=True,
                                        **batching).as_py_dataset()
 
     with distribution.scope():
-        model = build_transformer(preset, vocabulary_size=tokenizer.vocabulary_size,
+        model = build_transformer(config.preset, vocabulary_size=tokenizer.vocabulary_size,
                                   **config.model_overrides)
         compile_transformer(model, warmup_steps=config.warmup_steps,
                             learning_rate_scale=config.learning_rate_scale,
@@ -167,15 +164,13 @@ def train(data_dir, output_dir, config=None, **settings):
     # The seeded stream of batches is replayed from the step the backup holds, so a
     # resumed run sees exactly the batches an uninterrupted one would have seen.
     train_data = stream.skip(steps_done)
-    if multi_worker:
-        from keras_transformer.training.custom_loop import fit_with_custom_loop
 
-    limit = TrainingLimit(max_steps=max_steps, max_minutes=max_minutes)
+    limit = TrainingLimit(max_steps=config.max_steps, max_minutes=config.max_minutes)
     callbacks = [
         keras.callbacks.BackupAndRestore(os.path.join(write_dir, BACKUP_DIR), save_freq="epoch",
                                          double_checkpoint=True, delete_checkpoint=False),
         limit,
-        StepCheckpoint(os.path.join(write_dir, CHECKPOINTS_DIR), checkpoint_every,
+        StepCheckpoint(os.path.join(write_dir, CHECKPOINTS_DIR), config.checkpoint_every,
                        config.keep_checkpoints),
         keras.callbacks.TerminateOnNaN(),
         keras.callbacks.CSVLogger(os.path.join(write_dir, HISTORY_FILE), append=True),
@@ -184,7 +179,7 @@ def train(data_dir, output_dir, config=None, **settings):
         callbacks.append(keras.callbacks.TensorBoard(os.path.join(write_dir, LOGS_DIR),
                                                      update_freq=50))
     bleu = None
-    bleu_every = checkpoint_every if bleu_every is None else bleu_every
+    bleu_every = config.checkpoint_every if config.bleu_every is None else config.bleu_every
     if bleu_every:
         from keras_transformer.generation import Translator
 
@@ -200,15 +195,18 @@ def train(data_dir, output_dir, config=None, **settings):
     # the largest divisor of `checkpoint_every` up to `backup_every`, so validation can
     # run every `checkpoint_every` steps. The custom multi-worker loop validates every
     # epoch, so there an epoch stays `checkpoint_every` steps.
+    checkpoint_every = config.checkpoint_every
     period = checkpoint_every if multi_worker else max(
         d for d in range(1, min(config.backup_every, checkpoint_every) + 1)
         if checkpoint_every % d == 0)
-    epochs = initial_epoch + max(0, -(-(max_steps - steps_done) // period))
+    epochs = initial_epoch + max(0, -(-(config.max_steps - steps_done) // period))
     logs = {}
-    if steps_done < max_steps:
+    if steps_done < config.max_steps:
         options = dict(validation_data=validation_data, epochs=epochs,
-                       steps_per_epoch=period, callbacks=callbacks, verbose=verbose)
+                       steps_per_epoch=period, callbacks=callbacks, verbose=config.verbose)
         if multi_worker:
+            from keras_transformer.training.custom_loop import fit_with_custom_loop
+
             history = fit_with_custom_loop(model, train_data, initial_epoch=initial_epoch,
                                            **options)
         else:
