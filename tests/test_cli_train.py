@@ -79,21 +79,28 @@ def test_resume_refuses_a_flag_that_contradicts_the_saved_recipe(tiny_data_dir, 
     assert _json_line(capsys)["step"] == 4
 
 
-def test_backups_come_every_backup_every_steps_and_validation_every_checkpoint(
+def test_a_run_resumed_between_checkpoints_validates_at_the_same_steps(
         tiny_data_dir, tmp_path, capsys):
     model_dir = tmp_path / "model"
-    assert main(["train", "--data", tiny_data_dir, "--output", str(model_dir), "--preset",
-                 "tiny", "--tokens-per-batch", "128", "--max-sequence-length", "16",
-                 "--checkpoint-every", "4", "--backup-every", "2", "--bleu-every", "0",
-                 "--max-steps", "6"]) == 0
-    assert _json_line(capsys)["step"] == 6
+    common = ["train", "--data", tiny_data_dir, "--output", str(model_dir), "--preset", "tiny",
+              "--tokens-per-batch", "128", "--max-sequence-length", "16",
+              "--checkpoint-every", "4", "--backup-minutes", "0", "--bleu-every", "0"]
+    assert main(common + ["--max-steps", "3"]) == 0
+    assert _json_line(capsys)["step"] == 3
     metadata = json.loads((model_dir / "backup" / "training_metadata.json").read_text())
-    assert metadata["epoch"] == 3  # three epochs of 2 steps, backed up after each
-    rows = (model_dir / "history.csv").read_text().strip().splitlines()[1:]
-    header = (model_dir / "history.csv").read_text().splitlines()[0].split(",")
-    validated = [row.split(",")[header.index("val_loss")] not in ("", "NA") for row in rows]
-    assert validated == [False, True, False]  # validation after steps 4 only
-    assert [step for step, _ in list_checkpoints(str(model_dir / "checkpoints"))] == [4]
+    assert metadata["step"] == 3  # a timed backup (every step with 0 minutes)
+    assert list_checkpoints(str(model_dir / "checkpoints")) == []
+
+    assert main(common + ["--max-steps", "8"]) == 0
+    result = _json_line(capsys)
+    assert (result["resumed_from"], result["step"]) == (3, 8)
+    # The resumed run trains 1 step to the epoch boundary, then a whole epoch: validation
+    # and checkpoints come at steps 4 and 8, as in an uninterrupted run.
+    assert [step for step, _ in list_checkpoints(str(model_dir / "checkpoints"))] == [4, 8]
+    text = (model_dir / "history.csv").read_text().strip().splitlines()
+    header, rows = text[0].split(","), [row.split(",") for row in text[1:]]
+    assert [row[header.index("epoch")] for row in rows] == ["0", "0", "1"]
+    assert all(row[header.index("val_loss")] not in ("", "NA") for row in rows)
 
 
 def test_an_older_config_json_still_resumes(tiny_data_dir, tmp_path, capsys, caplog):

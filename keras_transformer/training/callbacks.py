@@ -1,6 +1,7 @@
-"""Training callbacks: step checkpoints, time and step limits, validation BLEU."""
+"""Training callbacks: step checkpoints, backups, time and step limits, validation BLEU."""
 
 import glob
+import json
 import os
 import re
 import time
@@ -69,6 +70,70 @@ class StepCheckpoint(keras.callbacks.Callback):
             os.remove(path)
 
 
+BACKUP_WEIGHTS = "latest.weights.h5"
+BACKUP_METADATA = "training_metadata.json"
+
+
+class Backup(keras.callbacks.Callback):
+    """Write the training state a killed run resumes from: at every epoch end and, within
+    an epoch, once `minutes` have passed since the last backup.
+
+    The state is the weights with the optimizer's (its step counter included), in
+    `directory/latest.weights.h5`; the step tells where the seeded batch stream resumes.
+    Each write goes to a temporary file that replaces the previous backup atomically,
+    so a kill during a write leaves the previous backup whole.
+
+    Example:
+    >>> import tempfile
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(optimizer="sgd", loss="mse")
+    >>> folder = tempfile.mkdtemp()
+    >>> _ = model.fit(np.ones((8, 2)), np.ones((8, 1)), batch_size=2, epochs=2, verbose=0,
+    ...               callbacks=[Backup(folder, minutes=0)])
+    >>> sorted(os.listdir(folder)), Backup.saved_step(folder)
+    (['latest.weights.h5', 'training_metadata.json'], 8)
+    """
+
+    def __init__(self, directory, minutes=None):
+        super().__init__()
+        self.directory = directory
+        self.minutes = minutes
+        self._last = None
+
+    @staticmethod
+    def saved_step(directory):
+        """The step of the backup in `directory` (from its metadata), or `None`."""
+        try:
+            with open(os.path.join(directory, BACKUP_METADATA), encoding="utf-8") as file:
+                return int(json.load(file)["step"])
+        except (OSError, ValueError, KeyError):
+            return None
+
+    def on_train_begin(self, logs=None):
+        if self._last is None:  # a resumed run's second `fit` keeps the clock
+            self._last = time.monotonic()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.minutes is not None and time.monotonic() - self._last >= 60 * self.minutes:
+            self.save()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.save()
+
+    def save(self):
+        os.makedirs(self.directory, exist_ok=True)
+        path = os.path.join(self.directory, BACKUP_WEIGHTS)
+        partial = path.replace(".weights.h5", ".partial.weights.h5")
+        self.model.save_weights(partial)
+        os.replace(partial, path)
+        step = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
+        metadata = os.path.join(self.directory, BACKUP_METADATA)
+        with open(metadata + ".partial", "w", encoding="utf-8") as file:
+            json.dump({"step": step, "time": time.time()}, file)
+        os.replace(metadata + ".partial", metadata)  # informative: the weights hold the step
+        self._last = time.monotonic()
+
+
 class TrainingLimit(keras.callbacks.Callback):
     """Stop once the optimizer reaches `max_steps` or after `max_minutes` of this run.
 
@@ -87,9 +152,11 @@ class TrainingLimit(keras.callbacks.Callback):
         self.max_steps = max_steps
         self.max_minutes = max_minutes
         self.reason = None
+        self._started = None
 
     def on_train_begin(self, logs=None):
-        self._started = time.monotonic()
+        if self._started is None:  # a resumed run's second `fit` keeps the clock
+            self._started = time.monotonic()
         self._check()
 
     def on_train_batch_end(self, batch, logs=None):

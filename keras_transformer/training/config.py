@@ -21,9 +21,11 @@ from keras_transformer.training.precision import PRECISIONS
 
 # How long and how often a run works, and on what hardware: these may change when a
 # folder is resumed. Everything else is the recipe the saved model was trained with.
-CHANGEABLE_ON_RESUME = ("max_steps", "max_minutes", "checkpoint_every", "backup_every",
+CHANGEABLE_ON_RESUME = ("max_steps", "max_minutes", "checkpoint_every", "backup_minutes",
                         "keep_checkpoints", "bleu_every", "bleu_sentences", "jit_compile",
                         "strategy", "devices", "verbose")
+# Settings of earlier versions that no longer exist; a saved config.json may hold them.
+RETIRED = ("backup_every",)
 
 
 def _setting(default, help, flag_type=None, choices=None, metavar=None):
@@ -66,9 +68,9 @@ class TrainingConfig:
     label_smoothing: float = _setting(0.1, "label smoothing (Section 5.4)", float)
     checkpoint_every: int = _setting(500, "steps between checkpoints and validation passes",
                                      int, metavar="N")
-    backup_every: int = _setting(50, "most steps between the backups a killed run resumes "
-                                 "from (the largest divisor of --checkpoint-every up to N)",
-                                 int, metavar="N")
+    backup_minutes: float = _setting(5.0, "most minutes between the backups a killed run "
+                                     "resumes from (also one at every checkpoint)", float,
+                                     metavar="M")
     keep_checkpoints: int = _setting(5, "checkpoints kept", int, metavar="K")
     bleu_every: int = _setting(None, "steps between validation BLEU (default: each "
                                "checkpoint; 0: off)", int, metavar="N")

@@ -1,8 +1,9 @@
 """`train`: a data folder from `prepare` to a model folder, resumable, on every backend.
 
 The model folder holds `model.keras`, `tokenizer.model`, `config.json`,
-`checkpoints/` (the last K step checkpoints, for averaging), `backup/`
-(`keras.callbacks.BackupAndRestore`, so a killed run resumes where it stopped),
+`checkpoints/` (the last K step checkpoints, for averaging), `backup/` (the
+training state, written at every checkpoint and every `backup_minutes`, so a killed
+run resumes where it was backed up, losing minutes, not hours),
 `logs/` (TensorBoard) and `history.csv`. Running `train` again on the same folder
 continues from the backup until `max_steps` is reached. On TensorFlow the batches come
 from `tf.data` and several devices train under `tf.distribute`; on JAX and PyTorch from
@@ -41,9 +42,15 @@ from keras_transformer.folders import (
     VALIDATION_FILE,
 )
 from keras_transformer.models.transformer import build_transformer
-from keras_transformer.training.callbacks import BleuCallback, StepCheckpoint, TrainingLimit
+from keras_transformer.training.callbacks import (
+    BACKUP_WEIGHTS,
+    Backup,
+    BleuCallback,
+    StepCheckpoint,
+    TrainingLimit,
+)
 from keras_transformer.training.compile import compile_transformer
-from keras_transformer.training.config import CHANGEABLE_ON_RESUME, TrainingConfig
+from keras_transformer.training.config import CHANGEABLE_ON_RESUME, RETIRED, TrainingConfig
 from keras_transformer.training.distribution import select_distribution
 from keras_transformer.training.precision import set_precision
 
@@ -74,10 +81,12 @@ def train(data_dir, output_dir, config=None, **settings):
     See `TrainingConfig` (or `keras-transformer train --help`) for each setting:
     `max_steps` counts over every run on the folder; `tokens_per_batch` is per replica
     and side; `checkpoint_every` sets the steps between checkpoints and validation
-    passes, `backup_every` those between the backups a killed run resumes from.
+    passes (each followed by a backup), `backup_minutes` the most minutes between the
+    backups a killed run resumes from.
 
     Returns:
-        A dict: the final step, why training stopped, the last logs and BLEU history.
+        A dict: the final step, the step it resumed from (0 for a fresh run), why
+        training stopped, the last logs and BLEU history.
 
     Example (two steps of a one-layer model on a folder written on the spot):
     >>> import tempfile
@@ -131,8 +140,11 @@ def train(data_dir, output_dir, config=None, **settings):
     if backend() == "tensorflow":
         from keras_transformer.data.pipeline import make_dataset
 
-        stream = make_dataset(train_pairs, tokenizer, seed=config.seed, repeat=True,
-                              **batching)
+        def batches(start):
+            # A new dataset each time: a second iterator of one dataset would reshuffle.
+            return make_dataset(train_pairs, tokenizer, seed=config.seed, repeat=True,
+                                **batching).skip(start)
+
         validation_data = make_dataset(validation_pairs, tokenizer, long_sequences="truncate",
                                        shuffle=False, **batching)
         if not multi_worker:  # (there each worker validates on its own shard)
@@ -145,8 +157,8 @@ def train(data_dir, output_dir, config=None, **settings):
                 tf.data.experimental.assert_cardinality(count))
     else:
         # One shape per length bucket, so jax.jit compiles each train step shape once.
-        stream = NumpyBatches(train_pairs, tokenizer, seed=config.seed, repeat=True,
-                              pad_to_bucket=True, **batching)
+        batches = NumpyBatches(train_pairs, tokenizer, seed=config.seed, repeat=True,
+                               pad_to_bucket=True, **batching).skip
         validation_data = NumpyBatches(validation_pairs, tokenizer, long_sequences="truncate",
                                        shuffle=False, pad_to_bucket=True,
                                        **batching).as_py_dataset()
@@ -159,16 +171,13 @@ def train(data_dir, output_dir, config=None, **settings):
                             label_smoothing=config.label_smoothing,
                             jit_compile=config.jit_compile)
 
-        backup_dir = os.path.join(output_dir, BACKUP_DIR)
-        steps_done, initial_epoch = _restore_backup(model, backup_dir)
-    # The seeded stream of batches is replayed from the step the backup holds, so a
-    # resumed run sees exactly the batches an uninterrupted one would have seen.
-    train_data = stream.skip(steps_done)
+        steps_done = _restore_backup(model, os.path.join(output_dir, BACKUP_DIR))
 
     limit = TrainingLimit(max_steps=config.max_steps, max_minutes=config.max_minutes)
+    # Timed backups would come at different steps on different workers.
+    backup_minutes = None if multi_worker else config.backup_minutes
     callbacks = [
-        keras.callbacks.BackupAndRestore(os.path.join(write_dir, BACKUP_DIR), save_freq="epoch",
-                                         double_checkpoint=True, delete_checkpoint=False),
+        Backup(os.path.join(write_dir, BACKUP_DIR), backup_minutes),
         limit,
         StepCheckpoint(os.path.join(write_dir, CHECKPOINTS_DIR), config.checkpoint_every,
                        config.keep_checkpoints),
@@ -191,37 +200,46 @@ def train(data_dir, output_dir, config=None, **settings):
                             every_n_steps=bleu_every, log_dir=os.path.join(write_dir, LOGS_DIR))
         callbacks.insert(3, bleu)
 
-    # An epoch is the steps between two backups (BackupAndRestore saves at epoch ends):
-    # the largest divisor of `checkpoint_every` up to `backup_every`, so validation can
-    # run every `checkpoint_every` steps. The custom multi-worker loop validates every
-    # epoch, so there an epoch stays `checkpoint_every` steps.
-    checkpoint_every = config.checkpoint_every
-    period = checkpoint_every if multi_worker else max(
-        d for d in range(1, min(config.backup_every, checkpoint_every) + 1)
-        if checkpoint_every % d == 0)
-    epochs = initial_epoch + max(0, -(-(config.max_steps - steps_done) // period))
-    logs = {}
+    # An epoch is `checkpoint_every` steps: it ends with a validation pass and a backup.
+    # A run resumed from a timed backup first trains to the next epoch boundary, so
+    # validation comes at the same steps as in an uninterrupted run.
+    period = config.checkpoint_every
+    epochs = -(-config.max_steps // period)
+    runs = []  # (first epoch, steps in its epochs, the step it starts from)
     if steps_done < config.max_steps:
-        options = dict(validation_data=validation_data, epochs=epochs,
-                       steps_per_epoch=period, callbacks=callbacks, verbose=config.verbose)
+        if steps_done % period:
+            runs.append((steps_done // period, period - steps_done % period, steps_done))
+        aligned = -(-steps_done // period) * period
+        if aligned < config.max_steps:
+            runs.append((aligned // period, period, aligned))
+    else:
+        limit.reason = f"already trained for {steps_done} steps"
+    logs = {}
+    for first_epoch, steps_per_epoch, start in runs:
+        if limit.reason:
+            break
+        # The seeded stream of batches is replayed from the step the backup holds, so a
+        # resumed run sees exactly the batches an uninterrupted one would have seen.
+        options = dict(validation_data=validation_data, initial_epoch=first_epoch,
+                       epochs=epochs if steps_per_epoch == period else first_epoch + 1,
+                       steps_per_epoch=steps_per_epoch, callbacks=callbacks,
+                       verbose=config.verbose)
         if multi_worker:
             from keras_transformer.training.custom_loop import fit_with_custom_loop
 
-            history = fit_with_custom_loop(model, train_data, initial_epoch=initial_epoch,
-                                           **options)
+            history = fit_with_custom_loop(model, batches(start), **options)
         else:
             with distribution.fit_scope():
                 # The batches are shuffled already (`shuffle=True` would only warn here).
-                history = model.fit(train_data, shuffle=False,
-                                    validation_freq=checkpoint_every // period, **options)
-        logs = {key: float(values[-1]) for key, values in history.history.items() if values}
-    else:
-        limit.reason = f"already trained for {steps_done} steps"
+                history = model.fit(batches(start), shuffle=False, **options)
+        logs.update({key: float(values[-1]) for key, values in history.history.items()
+                     if values})
     step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
     model.save(os.path.join(write_dir, MODEL_FILE))
     if not chief:
         shutil.rmtree(write_dir, ignore_errors=True)
-    result = {"step": step, "stopped": limit.reason or f"finished {epochs} epochs",
+    result = {"step": step, "resumed_from": steps_done,
+              "stopped": limit.reason or f"finished {epochs} epochs",
               "logs": logs, "bleu": bleu.history if bleu else [],
               "model": os.path.join(output_dir, MODEL_FILE)}
     logger.info("Training stopped at step %d: %s", step, result["stopped"])
@@ -229,27 +247,18 @@ def train(data_dir, output_dir, config=None, **settings):
 
 
 def _restore_backup(model, backup_dir):
-    """Load the newest backup, if any, and return `(optimizer steps, epochs)` it holds.
-
-    `BackupAndRestore` restores the same state again when `fit` starts; reading it here
-    first tells where to resume the data stream and how many epochs remain.
-    """
-    weights = os.path.join(backup_dir, "latest.weights.h5")
-    metadata = os.path.join(backup_dir, "training_metadata.json")
-    if not os.path.exists(weights) or not os.path.exists(metadata):
-        return 0, 0
+    """Load the backup, if any, into `model` and its optimizer; return its step (or 0)."""
+    weights = os.path.join(backup_dir, BACKUP_WEIGHTS)
+    if not os.path.exists(weights):
+        return 0
     model.optimizer.build(model.trainable_variables)
     try:
         model.load_weights(weights)
-    except OSError:  # a kill while writing; BackupAndRestore falls back to the .bkp copy
-        shutil.copyfile(weights + ".bkp", weights)
-        shutil.copyfile(metadata + ".bkp", metadata)
-        model.load_weights(weights)
-    with open(metadata, encoding="utf-8") as file:
-        epoch = json.load(file)["epoch"]
+    except OSError:  # a folder of an earlier version (Keras' BackupAndRestore) killed mid-write
+        model.load_weights(weights + ".bkp")
     steps = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
-    logger.info("Resuming from %s at step %d (epoch %d).", backup_dir, steps, epoch)
-    return steps, epoch
+    logger.info("Resuming from %s at step %d.", backup_dir, steps)
+    return steps
 
 
 def _settings(config, settings):
@@ -277,6 +286,7 @@ def _resume_config(output_dir, saved, config, given):
     """The config of a resumed run: the saved recipe, changed only where it may change."""
     # Folders written before TrainingConfig saved these settings at the top level.
     recorded = saved.get("training") or {key: saved[key] for key in LEGACY_KEYS if key in saved}
+    recorded = {key: value for key, value in recorded.items() if key not in RETIRED}
     conflicts = config.differences(recorded, given)
     if conflicts:
         lines = "; ".join(f"--{name.replace('_', '-')} (`{name}`): saved {old!r}, given {new!r}"
