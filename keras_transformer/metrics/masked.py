@@ -10,7 +10,11 @@ from keras_transformer.special_tokens import PAD_ID
 
 
 class _MaskedTokenMean(keras.metrics.Metric):
-    """Running `sum(value) / count(real tokens)` over batches."""
+    """Running `sum(value) / count(real tokens)` over batches.
+
+    `token_sums` and `result_of` are the metric's math on sums, so that a loop that
+    adds sums over replicas (`training/custom_loop.py`) reports what `fit` reports.
+    """
 
     def __init__(self, ignore_class=PAD_ID, name=None, dtype=None):
         super().__init__(name=name, dtype=dtype)
@@ -21,12 +25,24 @@ class _MaskedTokenMean(keras.metrics.Metric):
     def _values(self, y_true, y_pred):
         raise NotImplementedError
 
-    def update_state(self, y_true, y_pred, sample_weight=None):
+    def token_sums(self, y_true, y_pred, sample_weight=None):
+        """`(sum of the values over real tokens, number of real tokens)` of one batch."""
         values, mask = self._values(y_true, y_pred)
         if sample_weight is not None:
             mask = mask * ops.cast(sample_weight, "float32")
-        self.total.assign_add(ops.sum(values * mask))
-        self.count.assign_add(ops.sum(mask))
+        return ops.sum(values * mask), ops.sum(mask)
+
+    def result_of(self, total, count):
+        """The metric's value for summed values `total` over `count` tokens."""
+        raise NotImplementedError
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        total, count = self.token_sums(y_true, y_pred, sample_weight)
+        self.total.assign_add(total)
+        self.count.assign_add(count)
+
+    def result(self):
+        return self.result_of(self.total, self.count)
 
     def reset_state(self):
         self.total.assign(0.0)
@@ -55,8 +71,8 @@ class MaskedAccuracy(_MaskedTokenMean):
         correct = ops.cast(ops.equal(ops.argmax(y_pred, axis=-1), y_true), "float32")
         return correct, ops.cast(ops.not_equal(y_true, self.ignore_class), "float32")
 
-    def result(self):
-        return ops.divide_no_nan(self.total, self.count)
+    def result_of(self, total, count):
+        return ops.divide_no_nan(total, count)
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -78,5 +94,5 @@ class Perplexity(_MaskedTokenMean):
             y_true, y_pred, label_smoothing=0.0, ignore_class=self.ignore_class
         )
 
-    def result(self):
-        return ops.exp(ops.divide_no_nan(self.total, self.count))
+    def result_of(self, total, count):
+        return ops.exp(ops.divide_no_nan(total, count))

@@ -7,6 +7,11 @@ from keras_transformer.metrics.masked import MaskedAccuracy, Perplexity
 from keras_transformer.optimizers.schedules import TransformerSchedule
 
 
+def transformer_metrics():
+    """The token metrics a Transformer reports in training: accuracy and perplexity."""
+    return [MaskedAccuracy(), Perplexity()]
+
+
 def compile_transformer(
     model,
     warmup_steps=4000,
@@ -28,7 +33,7 @@ def compile_transformer(
     model.compile(
         optimizer=optimizer,
         loss=LabelSmoothedSparseCategoricalCrossentropy(label_smoothing),
-        metrics=[MaskedAccuracy(), Perplexity()],
+        metrics=transformer_metrics(),
         jit_compile=jit_compile,
         **compile_kwargs,
     )

@@ -14,14 +14,12 @@ each step it reduces the scalar logs with `axis=0`, which fails for scalars.
   device's step on the whole batch, whatever the padding on each replica;
 - the model's optimizer applies the gradients (with its schedule and, under
   `mixed_float16`, loss scaling);
-- Keras callbacks run as under `fit` (`History`, progress bar, `BackupAndRestore`,
+- Keras callbacks run as under `fit` (`History`, progress bar, backups,
   checkpoints, limits). A stop asked for on any worker (a time limit) stops every
   worker after the same step, since every step is a collective operation.
 
 The step is a `tf.function` without XLA (`compile(jit_compile=...)` is not used).
 """
-
-import math
 
 import keras
 from keras import ops
@@ -31,6 +29,7 @@ from keras_transformer.losses.label_smoothing import (
     LabelSmoothedSparseCategoricalCrossentropy,
     label_smoothed_sparse_categorical_crossentropy,
 )
+from keras_transformer.training.compile import transformer_metrics
 from keras_transformer.training.strategy import is_chief
 
 tf = require_tensorflow("The multi-worker training loop (`fit_with_custom_loop`)")
@@ -88,7 +87,8 @@ def fit_with_custom_loop(
     with strategy.scope():
         if not model.optimizer.built:
             model.optimizer.build(model.trainable_variables)
-    train_step, eval_step = _make_steps(model, strategy)
+    metrics = transformer_metrics()  # (their variables cannot be made in a step)
+    train_step, eval_step = _make_steps(model, strategy, metrics)
     if verbose == "auto":  # one progress bar, the chief's
         verbose = 1 if is_chief(strategy) else 0
     callbacks = keras.callbacks.CallbackList(
@@ -115,7 +115,7 @@ def fit_with_custom_loop(
                 break
             callbacks.on_train_batch_begin(step)
             _accumulate(totals, train_step(batch))
-            logs = _logs(totals)
+            logs = _logs(totals, metrics)
             callbacks.on_train_batch_end(step, logs)
             step += 1
             if _any_worker_stops(strategy, model.stop_training):
@@ -125,13 +125,13 @@ def fit_with_custom_loop(
             validation = {}
             for batch in _distribute(strategy, validation_data):
                 _accumulate(validation, eval_step(batch))
-            logs = {**logs, **{f"val_{k}": v for k, v in _logs(validation).items()}}
+            logs = {**logs, **{f"val_{k}": v for k, v in _logs(validation, metrics).items()}}
         callbacks.on_epoch_end(epoch, logs)
     callbacks.on_train_end(logs)
     return model.history
 
 
-def _make_steps(model, strategy):
+def _make_steps(model, strategy, metrics):
     """The train and evaluation steps: per-replica sums, all-reduced over the replicas."""
     loss = model.loss
 
@@ -139,12 +139,10 @@ def _make_steps(model, strategy):
         logits = model(features, training=training)
         losses, mask = label_smoothed_sparse_categorical_crossentropy(
             labels, logits, loss.label_smoothing, loss.ignore_class)
-        nll, _ = label_smoothed_sparse_categorical_crossentropy(
-            labels, logits, 0.0, loss.ignore_class)
-        # As `MaskedAccuracy` and `Perplexity`, but as sums to all-reduce.
-        correct = ops.equal(ops.argmax(logits, axis=-1), ops.cast(labels, "int32"))
-        return {"loss": ops.sum(losses), "tokens": ops.sum(mask),
-                "correct": ops.sum(ops.cast(correct, "float32") * mask), "nll": ops.sum(nll)}
+        sums = {"loss": ops.sum(losses), "tokens": ops.sum(mask)}
+        for metric in metrics:  # what `fit` reports, as sums to all-reduce
+            sums[metric.name], _ = metric.token_sums(labels, logits)
+        return sums
 
     def train_replica(features, labels):
         replicas = tf.distribute.get_replica_context().num_replicas_in_sync
@@ -182,11 +180,11 @@ def _accumulate(totals, sums):
         totals[key] = totals.get(key, 0.0) + float(value)
 
 
-def _logs(totals):
-    tokens = totals.get("tokens", 0.0) or 1.0
-    logs = {"loss": totals.get("loss", 0.0) / tokens,
-            "accuracy": totals.get("correct", 0.0) / tokens}
-    logs["perplexity"] = math.exp(min(totals.get("nll", 0.0) / tokens, 700.0))
+def _logs(totals, metrics):
+    tokens = totals.get("tokens", 0.0)
+    logs = {"loss": totals.get("loss", 0.0) / (tokens or 1.0)}
+    for metric in metrics:
+        logs[metric.name] = float(metric.result_of(totals.get(metric.name, 0.0), tokens))
     return logs
 
 
