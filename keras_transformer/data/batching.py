@@ -11,7 +11,7 @@ and `torch`. Only the order of the shuffle differs from `tf.data`'s.
 import keras
 import numpy as np
 
-from keras_transformer.special_tokens import END_ID, PAD_ID, START_ID
+from keras_transformer.special_tokens import PAD_ID, START_ID, with_end
 from keras_transformer.validation import check_choice, check_positive_int
 
 LONG_SEQUENCES = ("drop", "truncate")
@@ -134,14 +134,14 @@ class NumpyBatches:
         for source, target in zip(sources, targets, strict=True):
             if long_sequences == "drop" and (len(source) > limit or len(target) > limit):
                 continue
-            self.examples.append((source[:limit] + [END_ID], [START_ID] + target[:limit]))
+            self.examples.append((with_end(source, max_sequence_length), target[:limit]))
         self.shuffle, self.seed, self.repeat = shuffle, seed, repeat
         self.multiple = batch_size_multiple
         self.longest = _longest_lengths(self.boundaries, max_sequence_length)
         self.pad_to_bucket = pad_to_bucket
 
     def _bucket(self, example):
-        length = max(len(example[0]), len(example[1]))
+        length = max(len(example[0]), len(example[1]) + 1)  # + 1: the start or end id
         return int(np.searchsorted(self.boundaries, length, side="right"))
 
     def _batch(self, examples, bucket):
@@ -149,11 +149,8 @@ class NumpyBatches:
         examples = examples[:size]
         length = self.longest[bucket] if self.pad_to_bucket else None
         encoder = _pad([source for source, _ in examples], length)
-        decoder = _pad([target for _, target in examples], length)
-        labels = np.full_like(decoder, PAD_ID)
-        labels[:, :-1] = decoder[:, 1:]
-        lengths = np.array([len(target) for _, target in examples])
-        labels[np.arange(size), lengths - 1] = END_ID
+        decoder = _pad([[START_ID] + target for _, target in examples], length)
+        labels = _pad([with_end(target) for _, target in examples], length)
         return {"encoder_token_ids": encoder, "decoder_token_ids": decoder}, labels
 
     def __iter__(self):

@@ -21,7 +21,7 @@ Batches group examples of similar length, padded with `PAD_ID` (0), and hold at 
 from keras_transformer.backend import require_tensorflow
 from keras_transformer.data.batching import LONG_SEQUENCES as _LONG_SEQUENCES
 from keras_transformer.data.batching import bucket_boundaries, token_budget_batch_sizes
-from keras_transformer.special_tokens import END_ID, START_ID
+from keras_transformer.special_tokens import START_ID, with_end
 from keras_transformer.validation import check_positive_int
 
 tf = require_tensorflow("The tf.data pipeline (`make_dataset`)")
@@ -52,19 +52,16 @@ def teacher_forcing(source_ids, target_ids):
     >>> labels.numpy()
     array([ 9, 10, 11,  3], dtype=int32)
     """
-    source_ids = tf.cast(source_ids, tf.int32)
     target_ids = tf.cast(target_ids, tf.int32)
-
-    def column(ids, value):  # (1,) or (B, 1)
-        if isinstance(ids, tf.RaggedTensor):
-            return tf.fill([ids.nrows(), 1], value)
-        return tf.constant([value], tf.int32)
-
+    if isinstance(target_ids, tf.RaggedTensor):
+        starts = tf.fill([target_ids.nrows(), 1], START_ID)
+    else:
+        starts = tf.constant([START_ID], tf.int32)
     features = {
-        "encoder_token_ids": tf.concat([source_ids, column(source_ids, END_ID)], axis=-1),
-        "decoder_token_ids": tf.concat([column(target_ids, START_ID), target_ids], axis=-1),
+        "encoder_token_ids": with_end(source_ids),
+        "decoder_token_ids": tf.concat([starts, target_ids], axis=-1),
     }
-    return features, tf.concat([target_ids, column(target_ids, END_ID)], axis=-1)
+    return features, with_end(target_ids)
 
 
 def encode_pairs(pairs, tokenizer, max_sequence_length=256, long_sequences="drop"):
