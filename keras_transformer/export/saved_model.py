@@ -12,15 +12,14 @@ TensorFlow-specific). It holds three signatures:
 - `metadata`: no input; outputs `metadata` (a JSON string with the decoding settings
   fixed at export time) and `tokenizer_model` (the SentencePiece model's bytes).
 
-Decoding is beam search (Section 6.1) with the same cached decoder step, padding
-and length limit as `keras_transformer.generate`, so the SavedModel gives the
+Decoding is beam search (Section 6.1) with the same cached decoder step and the
+same search-input policy (`generation/search_input.py`: padding and length limit)
+as `keras_transformer.generate`, so the SavedModel gives the
 strings that `Translator(..., method="beam")` gives with the same settings: the
 output limit is `min(longest source of the batch + max_length_offset, max_length)`.
 Tokenizing and detokenizing run in a plain `tf.function` (SentencePiece ops have
 no XLA kernels); the search runs in a nested `tf.function(jit_compile=True)`,
 compiled by XLA for each padded shape when the SavedModel is first called with it.
-The batch is padded to a power of two and the source to a multiple of
-`LENGTH_BUCKET`, which bounds the number of compilations.
 
 Input handling: invalid UTF-8 bytes are replaced by U+FFFD before tokenizing;
 sources are cut to `max_sequence_length - 1` pieces plus `END_ID`; an empty or
@@ -35,25 +34,24 @@ import keras
 
 from keras_transformer.backend import require_tensorflow
 from keras_transformer.generation.beam_search import beam_search, check_beam_options
-from keras_transformer.generation.generate import (
-    LENGTH_BUCKET,
+from keras_transformer.generation.generate import check_max_length_offset
+from keras_transformer.generation.ngram_blocking import check_no_repeat_ngram_size
+from keras_transformer.generation.search_input import (
     MAX_LENGTH_OFFSET,
-    check_max_length_offset,
-    round_up,
+    longest_output,
+    output_limit,
+    pad_sources,
+    search_buffer_length,
+    source_lengths,
 )
 from keras_transformer.generation.step import DecoderStep
-from keras_transformer.special_tokens import END_ID, PAD_ID
+from keras_transformer.special_tokens import END_ID, PAD_ID, with_end
 from keras_transformer.validation import check_positive_int
 from keras_transformer.version import __version__
 
 tf = require_tensorflow("SavedModel export")
 
 SIGNATURES = ("serving_default", "nbest", "metadata")
-
-
-def _max_or_zero(values):
-    """The largest of the int32 `values`, 0 when there are none."""
-    return tf.reduce_max(tf.concat([tf.reshape(values, [-1]), [0]], axis=0))
 
 
 def _load(translator_or_model_dir):
@@ -83,17 +81,16 @@ class _Translation:
     """The functions of the export, closed over the model and the decoding settings."""
 
     def __init__(self, model, tokenizer, beam_size, alpha, max_length, max_length_offset,
-                 max_sequence_length, jit_compile):
+                 max_sequence_length, no_repeat_ngram_size, jit_compile):
         self.model = model
+        self.no_repeat_ngram_size = no_repeat_ngram_size
         self.tokenizer = tokenizer
         self.beam_size = beam_size
         self.alpha = alpha
         self.max_length = max_length
         self.max_length_offset = max_length_offset
         self.max_sequence_length = max_sequence_length
-        self.buffer_length = round_up(max_length, LENGTH_BUCKET)
-        if model.position_embedding == "learned":
-            self.buffer_length = min(self.buffer_length, model.max_sequence_length)
+        self.buffer_length = search_buffer_length(max_length, model)
         self.search = tf.function(
             self._search,
             input_signature=[tf.TensorSpec([None, None], tf.int32, name="encoder_token_ids"),
@@ -104,36 +101,23 @@ class _Translation:
     def _search(self, encoder_token_ids, max_steps):
         step = DecoderStep(self.model, encoder_token_ids, self.buffer_length, self.beam_size)
         return beam_search(step, tf.shape(encoder_token_ids)[0], self.buffer_length, max_steps,
-                           beam_size=self.beam_size, alpha=self.alpha)
+                           beam_size=self.beam_size, alpha=self.alpha,
+                           no_repeat_ngram_size=self.no_repeat_ngram_size)
 
-    def encode(self, text):
-        """Padded source ids `(B', S')`, `B` and the mask of empty sources, as `generate`."""
+    def source_ids(self, text):
+        """Source ids `(B, S)` (pieces then `END_ID`) and the mask of empty sources."""
         text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace")
-        pieces = self.tokenizer.tokenize(text)[:, : self.max_sequence_length - 1]
-        batch_size = tf.shape(text)[0]
-        lengths = tf.cast(pieces.row_lengths(), tf.int32)
-        empty = tf.equal(lengths, 0)
-        ends = tf.fill([batch_size, 1], END_ID)
-        ids = tf.concat([pieces, tf.RaggedTensor.from_tensor(ends)], axis=1).to_tensor(PAD_ID)
-        source_length = tf.shape(ids)[1]
-        padded_source = tf.maximum(round_up(source_length, LENGTH_BUCKET), 1)
-        if self.model.position_embedding == "learned":
-            padded_source = tf.maximum(
-                tf.minimum(padded_source, self.model.max_sequence_length), source_length)
-        padded_batch = tf.while_loop(lambda p: p < batch_size, lambda p: [p * 2],
-                                     [tf.constant(1)])[0]
-        ids = tf.pad(ids, [[0, padded_batch - batch_size], [0, padded_source - source_length]])
-        filler = (tf.range(padded_batch) >= batch_size)[:, None] & tf.equal(
-            tf.range(padded_source), 0)[None]
-        ids = tf.where(filler, END_ID, ids)  # filler rows: an empty sentence
-        return ids, batch_size, empty, _max_or_zero(lengths) + 1
+        pieces = self.tokenizer.tokenize(text)
+        empty = tf.equal(pieces.row_lengths(), 0)
+        return with_end(pieces, self.max_sequence_length).to_tensor(PAD_ID), empty
 
     def translate(self, text):
         """The best output and the n-best list of a batch of strings."""
-        ids, batch_size, empty, longest_source = self.encode(text)
-        limit = tf.minimum(longest_source + self.max_length_offset,
-                           self.max_length)
-        out = self.search(ids, limit)
+        ids, empty = self.source_ids(text)
+        limit = output_limit(source_lengths(ids), self.max_length, self.model,
+                             self.max_length_offset)
+        out = self.search(pad_sources(ids, self.model), limit)
+        batch_size = tf.shape(ids)[0]
         nbest_ids = out["nbest_token_ids"][:batch_size]
         nbest_scores = out["nbest_scores"][:batch_size]
         # Empty sources: an empty translation, `[END_ID, PAD_ID, ...]`, score 0.
@@ -141,11 +125,7 @@ class _Translation:
                               dtype=tf.int32)
         nbest_ids = tf.where(empty[:, None, None], only_end[None, None], nbest_ids)
         nbest_scores = tf.where(empty[:, None], 0.0, nbest_scores)
-        # Cut to the longest output, as `generate` does.
-        lengths = tf.reduce_sum(tf.cast(nbest_ids != PAD_ID, tf.int32), axis=-1)
-        longest = tf.maximum(_max_or_zero(lengths), 1)
-        nbest_ids = nbest_ids[:, :, :longest]
-        return nbest_ids, nbest_scores
+        return nbest_ids[:, :, :longest_output(nbest_ids)], nbest_scores
 
     def detokenize(self, token_ids):
         """Strings for ids of any rank >= 2 (the last axis is the sequence)."""
@@ -174,6 +154,7 @@ def export_saved_model(
     *,
     max_sequence_length=None,
     max_length_offset=MAX_LENGTH_OFFSET,
+    no_repeat_ngram_size=None,
     jit_compile=True,
     verbose=False,
 ):
@@ -197,6 +178,8 @@ def export_saved_model(
             token included. Defaults to the translator's (config.json's), else the
             model's `max_sequence_length`.
         max_length_offset: int. The paper's `+ 50`. Defaults to `50`.
+        no_repeat_ngram_size: int or `None`. Never repeat an n-gram of this size in an
+            output (see `generate`). Defaults to `None` (off, as in the paper).
         jit_compile: bool. Compile the search with XLA. Defaults to `True`.
         verbose: bool. Print the endpoints. Defaults to `False`.
 
@@ -238,6 +221,7 @@ def export_saved_model(
     model, tokenizer, translator_max_sequence_length = _load(translator_or_model_dir)
     check_beam_options(model.vocabulary_size, beam_size, alpha)
     check_max_length_offset(max_length_offset)
+    check_no_repeat_ngram_size(no_repeat_ngram_size)
     if max_sequence_length is None:
         max_sequence_length = translator_max_sequence_length or model.max_sequence_length
     check_positive_int("max_sequence_length", max_sequence_length)
@@ -250,7 +234,8 @@ def export_saved_model(
         max_sequence_length = min(max_sequence_length, model.max_sequence_length)
 
     translation = _Translation(model, tokenizer, beam_size, float(alpha), max_length,
-                               max_length_offset, max_sequence_length, jit_compile)
+                               max_length_offset, max_sequence_length,
+                               no_repeat_ngram_size or None, jit_compile)
     metadata = json.dumps({
         "method": "beam",
         "beam_size": beam_size,
@@ -258,6 +243,7 @@ def export_saved_model(
         "max_length": max_length,
         "max_length_offset": max_length_offset,
         "max_sequence_length": max_sequence_length,
+        "no_repeat_ngram_size": no_repeat_ngram_size or None,
         "vocabulary_size": model.vocabulary_size,
         "jit_compile": bool(jit_compile),
         "signatures": list(SIGNATURES),

@@ -14,11 +14,27 @@ finished one any more: log-probabilities only fall, so a live hypothesis can at 
 reach `log P / lp(max_length)`. With `K = 1` this is exactly greedy search.
 """
 
+from typing import Any, NamedTuple
+
 from keras import ops
 
+from keras_transformer.generation.ngram_blocking import block_repeated_ngrams
 from keras_transformer.numerics import FLOAT32_LOWEST, LOWEST_SCORE
 from keras_transformer.special_tokens import END_ID, PAD_ID, START_ID
 from keras_transformer.validation import check_positive_int
+
+
+class BeamState(NamedTuple):
+    """The beam search's loop state (B sentences, K beams, W = buffer length + 1)."""
+
+    index: Any  # int32 scalar: the decoder step, the position of the input token
+    live_tokens: Any  # int32 (B, K, W): running hypotheses, the start token at 0
+    live_log_probs: Any  # float32 (B, K): their log P (LOWEST_SCORE for empty slots)
+    live_length: Any  # int32 (B,): the step at which a sentence was done
+    finished_tokens: Any  # int32 (B, K, W): the best hypotheses that ended
+    finished_scores: Any  # float32 (B, K): their length-penalized scores, best first
+    done: Any  # bool (B,): the sentence's search is over
+    cache: Any  # the `DecoderStep`'s key/value cache, rows `b * K + k`
 
 
 def check_beam_options(vocabulary_size, beam_size, alpha):
@@ -45,7 +61,8 @@ def length_penalty(length, alpha=0.6):
     return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
 
 
-def beam_search(step, batch_size, buffer_length, max_steps, beam_size=4, alpha=0.6):
+def beam_search(step, batch_size, buffer_length, max_steps, beam_size=4, alpha=0.6,
+                no_repeat_ngram_size=None):
     """Beam search with a `DecoderStep` built with `num_beams=beam_size`.
 
     Args:
@@ -55,6 +72,7 @@ def beam_search(step, batch_size, buffer_length, max_steps, beam_size=4, alpha=0
         max_steps: int or int32 scalar tensor. Most tokens per hypothesis.
         beam_size: int. K. Defaults to `4` (the paper).
         alpha: float >= 0. Length penalty exponent. Defaults to `0.6` (the paper).
+        no_repeat_ngram_size: int or `None`. See `block_repeated_ngrams`.
 
     Returns:
         A dict: `"nbest_token_ids"` int32 `(B, K, buffer_length)` (without the start
@@ -89,34 +107,37 @@ def beam_search(step, batch_size, buffer_length, max_steps, beam_size=4, alpha=0
          ops.full((batch_size, k, buffer_length), PAD_ID, "int32")], axis=2)
     # Only the first live beam is real at the start; the others would duplicate it.
     first_live = ops.where(ops.arange(k) == 0, 0.0, LOWEST_SCORE)
-    state = (
-        ops.convert_to_tensor(0, "int32"),
-        start_tokens,                                                # live tokens
-        ops.tile(ops.cast(first_live, "float32")[None], (batch_size, 1)),  # live log P
-        ops.zeros((batch_size,), "int32"),                           # live length if done
-        ops.full((batch_size, k, width), PAD_ID, "int32"),           # finished tokens
-        ops.full((batch_size, k), LOWEST_SCORE, "float32"),          # finished scores
-        ops.zeros((batch_size,), "bool"),                            # done
-        step.cache,
+    initial = BeamState(
+        index=ops.convert_to_tensor(0, "int32"),
+        live_tokens=start_tokens,
+        live_log_probs=ops.tile(ops.cast(first_live, "float32")[None], (batch_size, 1)),
+        live_length=ops.zeros((batch_size,), "int32"),
+        finished_tokens=ops.full((batch_size, k, width), PAD_ID, "int32"),
+        finished_scores=ops.full((batch_size, k), LOWEST_SCORE, "float32"),
+        done=ops.zeros((batch_size,), "bool"),
+        cache=step.cache,
     )
     max_penalty = length_penalty(max_steps, alpha)
 
-    def cond(index, live_tokens, live_log_probs, live_length, finished_tokens,
-             finished_scores, done, cache):
-        return ops.logical_and(index < max_steps, ops.logical_not(ops.all(done)))
+    def cond(state):
+        return ops.logical_and(state.index < max_steps, ops.logical_not(ops.all(state.done)))
 
-    def body(index, live_tokens, live_log_probs, live_length, finished_tokens,
-             finished_scores, done, cache):
-        inputs = ops.reshape(ops.take(live_tokens, index, axis=2), (-1,))
-        log_probs, cache = step(inputs, index, cache)  # (B * K, V)
+    def body(state):
+        index, done = state.index, state.done
+        inputs = ops.reshape(ops.take(state.live_tokens, index, axis=2), (-1,))
+        log_probs, cache = step(inputs, index, state.cache)  # (B * K, V)
+        log_probs = block_repeated_ngrams(
+            log_probs, ops.reshape(state.live_tokens, (batch_size * k, width)), index,
+            no_repeat_ngram_size)
         vocabulary_size = ops.shape(log_probs)[-1]
         log_probs = ops.reshape(log_probs, (batch_size, k, vocabulary_size))
-        candidates = ops.reshape(live_log_probs[:, :, None] + log_probs, (batch_size, -1))
+        candidates = ops.reshape(state.live_log_probs[:, :, None] + log_probs,
+                                 (batch_size, -1))
         top_log_probs, top_indices = ops.top_k(candidates, 2 * k)  # (B, 2K)
         top_beams = top_indices // vocabulary_size
         top_tokens = ops.cast(top_indices % vocabulary_size, "int32")
         top_sequences = ops.slice_update(
-            gather(live_tokens, top_beams), [0, 0, index + 1], top_tokens[:, :, None]
+            gather(state.live_tokens, top_beams), [0, 0, index + 1], top_tokens[:, :, None]
         )
         is_end = ops.equal(top_tokens, END_ID)
 
@@ -125,17 +146,18 @@ def beam_search(step, batch_size, buffer_length, max_steps, beam_size=4, alpha=0
         finishes = is_end & (ops.arange(2 * k) < k)[None] & ops.logical_not(done)[:, None]
         new_scores = ops.where(finishes, top_log_probs / length_penalty(length, alpha),
                                LOWEST_SCORE)
-        pool_scores = ops.concatenate([finished_scores, new_scores], axis=1)
-        pool_tokens = ops.concatenate([finished_tokens, top_sequences], axis=1)
+        pool_scores = ops.concatenate([state.finished_scores, new_scores], axis=1)
+        pool_tokens = ops.concatenate([state.finished_tokens, top_sequences], axis=1)
         finished_scores, best = ops.top_k(pool_scores, k)
         finished_tokens = gather(pool_tokens, best)
 
         # The K best continuations without an end token live on (frozen once done).
         _, live = ops.top_k(ops.where(is_end, FLOAT32_LOWEST, top_log_probs), k)
         keep = done[:, None]
-        live_log_probs = ops.where(keep, live_log_probs, ops.take_along_axis(
+        live_log_probs = ops.where(keep, state.live_log_probs, ops.take_along_axis(
             top_log_probs, live, axis=1))
-        live_tokens = ops.where(keep[:, :, None], live_tokens, gather(top_sequences, live))
+        live_tokens = ops.where(keep[:, :, None], state.live_tokens,
+                                gather(top_sequences, live))
         parent_rows = rows_of_batch + ops.cast(ops.take_along_axis(top_beams, live, axis=1),
                                                "int32")
         cache = step.reorder(cache, ops.reshape(parent_rows, (-1,)))
@@ -147,17 +169,19 @@ def beam_search(step, batch_size, buffer_length, max_steps, beam_size=4, alpha=0
             ops.logical_not(done),
             ops.logical_or(num_finished >= k, finished_scores[:, 0] >= bound),
         )
-        live_length = ops.where(newly_done, length, live_length)
-        done = ops.logical_or(done, newly_done)
-        return (index + 1, live_tokens, live_log_probs, live_length, finished_tokens,
-                finished_scores, done, cache)
+        return (BeamState(
+            index=index + 1, live_tokens=live_tokens, live_log_probs=live_log_probs,
+            live_length=ops.where(newly_done, length, state.live_length),
+            finished_tokens=finished_tokens, finished_scores=finished_scores,
+            done=ops.logical_or(done, newly_done), cache=cache),)
 
-    (num_steps, live_tokens, live_log_probs, live_length, finished_tokens, finished_scores,
-     done, _) = ops.while_loop(cond, body, state)
+    (state,) = ops.while_loop(cond, body, (initial,))
+    num_steps, done = state.index, state.done
+    live_log_probs, finished_scores = state.live_log_probs, state.finished_scores
 
     # Fill the n-best list: sentences still running take any live hypothesis; done ones
     # only fill empty slots (their live hypotheses cannot beat the best finished one).
-    live_length = ops.where(done, live_length, num_steps)
+    live_length = ops.where(done, state.live_length, num_steps)
     live_scores = live_log_probs / length_penalty(live_length, alpha)[:, None]
     num_finished = ops.sum(ops.cast(finished_scores > LOWEST_SCORE / 2, "int32"), axis=1)
     fills = ops.logical_or(ops.logical_not(done)[:, None],
@@ -165,7 +189,8 @@ def beam_search(step, batch_size, buffer_length, max_steps, beam_size=4, alpha=0
     live_scores = ops.where(fills & (live_log_probs > LOWEST_SCORE / 2), live_scores,
                             LOWEST_SCORE)
     nbest_scores, best = ops.top_k(ops.concatenate([finished_scores, live_scores], 1), k)
-    nbest_tokens = gather(ops.concatenate([finished_tokens, live_tokens], 1), best)[:, :, 1:]
+    nbest_tokens = gather(ops.concatenate([state.finished_tokens, state.live_tokens], 1),
+                          best)[:, :, 1:]
     return {
         "token_ids": nbest_tokens[:, 0],
         "scores": nbest_scores[:, 0],

@@ -5,10 +5,10 @@ The search runs in one `while_loop` over static shapes, so it compiles with XLA.
 and configuration: `tf.function(jit_compile=True)` on TensorFlow, `jax.jit` on JAX
 (the weights are arguments, so a model that keeps training is read afresh), and on
 PyTorch the eager loop under `torch.inference_mode()` (PyTorch has no compiled
-`while_loop`; the loop's Python overhead is one dispatch per step). To limit
-retracing, the batch is padded to a power of two and the source and output lengths
-to multiples of `LENGTH_BUCKET`; the actual length limit is a loop bound, not a shape.
-`jit_compile=False` runs the same code eagerly, for debugging.
+`while_loop`; the loop's Python overhead is one dispatch per step). The batch is
+shaped for the search by `search_input` (the policy the SavedModel shares), which
+bounds the number of compilations. `jit_compile=False` runs the same code eagerly,
+for debugging.
 """
 
 import contextlib
@@ -19,16 +19,21 @@ import numpy as np
 
 from keras_transformer.generation.beam_search import beam_search, check_beam_options
 from keras_transformer.generation.greedy import greedy_search
+from keras_transformer.generation.ngram_blocking import check_no_repeat_ngram_size
 from keras_transformer.generation.sampling import sample
+from keras_transformer.generation.search_input import (
+    MAX_LENGTH_OFFSET,
+    longest_output,
+    max_or_zero,
+    output_limit,
+    pad_sources,
+    search_buffer_length,
+    source_lengths,
+)
 from keras_transformer.generation.step import DecoderStep
-from keras_transformer.special_tokens import END_ID, PAD_ID
 from keras_transformer.validation import check_choice, check_positive_int
 
 METHODS = ("greedy", "beam", "sample")
-# Output and source lengths are padded to multiples of this to limit retracing.
-LENGTH_BUCKET = 16
-# Section 6.1: "maximum output length to input length + 50".
-MAX_LENGTH_OFFSET = 50
 
 _compiled = weakref.WeakKeyDictionary()  # model -> {configuration: tf.function}
 
@@ -40,13 +45,7 @@ def default_max_length(encoder_token_ids, offset=MAX_LENGTH_OFFSET):
     >>> default_max_length(np.array([[5, 6, 3, 0], [7, 3, 0, 0]]))
     53
     """
-    lengths = np.sum(np.asarray(encoder_token_ids) != PAD_ID, axis=-1)
-    return int(lengths.max(initial=0)) + offset
-
-
-def round_up(value, multiple):
-    """`value` rounded up to a multiple of `multiple` (Python ints or int tensors)."""
-    return -(-value // multiple) * multiple
+    return int(max_or_zero(source_lengths(np.asarray(encoder_token_ids)))) + offset
 
 
 def check_max_length_offset(max_length_offset):
@@ -100,7 +99,7 @@ def _search_function(model, method, buffer_length, options, jit_compile):
             return beam_search(step, batch_size, buffer_length, max_steps, **options)
         step = DecoderStep(model, encoder_token_ids, buffer_length)
         if method == "greedy":
-            return greedy_search(step, batch_size, buffer_length, max_steps)
+            return greedy_search(step, batch_size, buffer_length, max_steps, **options)
         return sample(step, batch_size, buffer_length, max_steps, seed, **options)
 
     functions[key] = _compile(model, search) if jit_compile else search
@@ -154,6 +153,7 @@ def generate(
     top_k=None,
     top_p=None,
     seed=None,
+    no_repeat_ngram_size=None,
     jit_compile=True,
 ):
     """Translate a batch of token ids with a `Transformer` (Section 6.1).
@@ -181,6 +181,9 @@ def generate(
         seed: int or `None`. Sampling seed; the same seed gives the same output,
             eagerly or compiled. `None` draws one from NumPy's global generator (so
             `keras.utils.set_random_seed` makes it reproducible).
+        no_repeat_ngram_size: int or `None`. Every method: never repeat an n-gram of
+            this size in an output (fairseq's and Hugging Face's remedy for loops; not
+            in the paper). `None` or `0` (the default): off.
         jit_compile: bool. Run compiled for the backend (`True`, the default: XLA on
             TensorFlow and JAX, the no-gradient loop on PyTorch) or eagerly.
 
@@ -203,6 +206,7 @@ def generate(
     _check_arguments(model, method, max_length, beam_size, alpha, temperature, top_k, top_p,
                      seed)
     check_max_length_offset(max_length_offset)
+    check_no_repeat_ngram_size(no_repeat_ngram_size)
     ids = keras.ops.convert_to_numpy(encoder_token_ids)
     if ids.ndim != 2:
         raise ValueError(
@@ -217,19 +221,9 @@ def generate(
     if batch_size == 0:
         raise ValueError("`encoder_token_ids` must hold at least one sequence. Received none.")
 
-    limit = default_max_length(ids, max_length_offset)
-    if max_length is not None:
-        limit = min(limit, max_length)
-    buffer_length = round_up(limit, LENGTH_BUCKET)
-    padded_source = max(round_up(source_length, LENGTH_BUCKET), 1)
-    if model.position_embedding == "learned":
-        limit = min(limit, model.max_sequence_length)
-        buffer_length = min(buffer_length, model.max_sequence_length)
-        padded_source = max(min(padded_source, model.max_sequence_length), source_length)
-    padded_batch = 1 << (batch_size - 1).bit_length()
-    padded = np.full((padded_batch, padded_source), PAD_ID, "int32")
-    padded[:batch_size, :source_length] = ids
-    padded[batch_size:, 0] = END_ID  # filler rows: an empty sentence
+    limit = int(output_limit(source_lengths(ids), max_length, model, max_length_offset))
+    buffer_length = search_buffer_length(limit, model)
+    padded = pad_sources(ids, model)
 
     if method == "beam":
         options = {"beam_size": beam_size, "alpha": float(alpha)}
@@ -237,11 +231,13 @@ def generate(
         options = {"temperature": float(temperature), "top_k": top_k, "top_p": top_p}
     else:
         options = {}
+    if no_repeat_ngram_size:
+        options["no_repeat_ngram_size"] = no_repeat_ngram_size
     if seed is None:
         seed = int(np.random.randint(0, 2**31 - 1))
     search = _search_function(model, method, buffer_length, options, jit_compile)
     with _no_gradients():
-        outputs = search(keras.ops.convert_to_tensor(padded),
+        outputs = search(padded,
                          keras.ops.convert_to_tensor(np.int32(limit)),
                          keras.ops.convert_to_tensor(np.int32(seed % 2**31)))
 
@@ -250,7 +246,7 @@ def generate(
         value = keras.ops.convert_to_numpy(value)
         result[name] = value if name == "num_steps" else value[:batch_size]
     tokens = result["nbest_token_ids"] if method == "beam" else result["token_ids"]
-    longest = max(int(np.sum(tokens != PAD_ID, axis=-1).max()), 1)
+    longest = int(longest_output(tokens))
     for name in ("token_ids", "nbest_token_ids", "log_probs"):
         if name in result:
             result[name] = result[name][..., :longest]

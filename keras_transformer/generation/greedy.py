@@ -6,10 +6,12 @@ token is chosen.
 
 from keras import ops
 
+from keras_transformer.generation.ngram_blocking import block_repeated_ngrams
 from keras_transformer.special_tokens import END_ID, PAD_ID, START_ID
 
 
-def decode_token_by_token(step, batch_size, buffer_length, max_steps, select):
+def decode_token_by_token(step, batch_size, buffer_length, max_steps, select,
+                          no_repeat_ngram_size=None):
     """Extend each sequence with `select(log_probs, index)` until it emits `END_ID`.
 
     A static-shape `while_loop`: the token buffer `(B, buffer_length + 1)` starts with
@@ -22,6 +24,7 @@ def decode_token_by_token(step, batch_size, buffer_length, max_steps, select):
         buffer_length: int. Static length of the output buffer (>= `max_steps`).
         max_steps: int or int32 scalar tensor. Most tokens per sequence.
         select: callable `(log_probs (B, V), index) -> int32 (B,)`.
+        no_repeat_ngram_size: int or `None`. See `block_repeated_ngrams`.
 
     Returns:
         A dict: `"token_ids"` int32 `(B, buffer_length)` without the start token,
@@ -46,6 +49,8 @@ def decode_token_by_token(step, batch_size, buffer_length, max_steps, select):
 
     def body(index, tokens, finished, scores, log_probs, cache):
         step_log_probs, cache = step(ops.take(tokens, index, axis=1), index, cache)
+        step_log_probs = block_repeated_ngrams(step_log_probs, tokens, index,
+                                               no_repeat_ngram_size)
         next_tokens = ops.where(finished, PAD_ID, ops.cast(select(step_log_probs, index), "int32"))
         token_log_probs = ops.take_along_axis(step_log_probs, next_tokens[:, None], axis=1)[:, 0]
         token_log_probs = ops.where(finished, 0.0, token_log_probs)
@@ -59,7 +64,7 @@ def decode_token_by_token(step, batch_size, buffer_length, max_steps, select):
             "num_steps": num_steps}
 
 
-def greedy_search(step, batch_size, buffer_length, max_steps):
+def greedy_search(step, batch_size, buffer_length, max_steps, no_repeat_ngram_size=None):
     """Greedy decoding with a `DecoderStep`; see `decode_token_by_token` for the output.
 
     Example:
@@ -73,5 +78,5 @@ def greedy_search(step, batch_size, buffer_length, max_steps):
     """
     return decode_token_by_token(
         step, batch_size, buffer_length, max_steps,
-        lambda log_probs, index: ops.argmax(log_probs, axis=-1),
+        lambda log_probs, index: ops.argmax(log_probs, axis=-1), no_repeat_ngram_size,
     )

@@ -86,7 +86,7 @@ def filter_logits(logits, temperature=1.0, top_k=None, top_p=None):
 
 
 def sample(step, batch_size, buffer_length, max_steps, seed, temperature=1.0, top_k=None,
-           top_p=None):
+           top_p=None, no_repeat_ngram_size=None):
     """Sample with a `DecoderStep`; output as `decode_token_by_token` (model log-probs).
 
     Args:
@@ -95,6 +95,7 @@ def sample(step, batch_size, buffer_length, max_steps, seed, temperature=1.0, to
         temperature: float > 0. The logits are divided by it.
         top_k: int or `None`. Keep only the `top_k` most probable tokens.
         top_p: float in (0, 1] or `None`. Keep only the nucleus holding `top_p`.
+        no_repeat_ngram_size: int or `None`. See `block_repeated_ngrams`.
 
     Example:
     >>> from keras_transformer.generation.step import DecoderStep
@@ -111,4 +112,5 @@ def sample(step, batch_size, buffer_length, max_steps, seed, temperature=1.0, to
         uniform = stateless_uniform((batch_size, log_probs.shape[-1]), seed, index)
         return ops.argmax(logits - ops.log(-ops.log(uniform)), axis=-1)
 
-    return decode_token_by_token(step, batch_size, buffer_length, max_steps, select)
+    return decode_token_by_token(step, batch_size, buffer_length, max_steps, select,
+                                 no_repeat_ngram_size)

@@ -3,13 +3,14 @@
 import json
 import os
 import sys
+import warnings
 
 import keras
 import numpy as np
 
 from keras_transformer.folders import CONFIG_FILE, MODEL_FILE, TOKENIZER_FILE
 from keras_transformer.generation.generate import METHODS, generate
-from keras_transformer.special_tokens import END_ID, PAD_ID, START_ID
+from keras_transformer.special_tokens import PAD_ID, START_ID, with_end
 from keras_transformer.validation import check_choice, check_positive_int
 
 
@@ -30,7 +31,7 @@ class Translator:
         max_sequence_length: int or `None`. Sources are cut to this many ids, end
             token included (e.g. the training limit).
         **generate_options: defaults for `generate` (`beam_size`, `alpha`, `max_length`,
-            `temperature`, `top_k`, `top_p`, `seed`, `jit_compile`).
+            `temperature`, `top_k`, `top_p`, `seed`, `no_repeat_ngram_size`, `jit_compile`).
 
     Example (a directory written by training):
     ```python
@@ -90,15 +91,29 @@ class Translator:
 
     # --- translation ----------------------------------------------------------------
 
-    def encode(self, sentences):
-        """Source ids for each sentence: a list of lists of ints, each ending with END_ID."""
-        pieces = self.tokenizer.encode_as_ids(list(sentences))
-        limit = None if self.max_sequence_length is None else self.max_sequence_length - 1
-        return [list(ids)[:limit] + [END_ID] for ids in pieces]
+    def tokenize(self, sentences):
+        """Source ids for each sentence: a list of lists of ints, each ending with END_ID.
 
-    def decode(self, token_ids):
+        (`Transformer.encode` is the encoder's network pass; this is text to ids.)
+        """
+        pieces = self.tokenizer.encode_as_ids(list(sentences))
+        return [with_end(list(ids), self.max_sequence_length) for ids in pieces]
+
+    def detokenize(self, token_ids):
         """Strings for a batch of output ids `(B, L)` (pad, start and end are dropped)."""
         return list(self.tokenizer.decode_ids(np.asarray(token_ids, "int32")))
+
+    def encode(self, sentences):
+        """Deprecated name of `tokenize` (the model's `encode` is a network pass)."""
+        warnings.warn("`Translator.encode` is now `Translator.tokenize`.", DeprecationWarning,
+                      stacklevel=2)
+        return self.tokenize(sentences)
+
+    def decode(self, token_ids):
+        """Deprecated name of `detokenize` (the model's `decode` is a network pass)."""
+        warnings.warn("`Translator.decode` is now `Translator.detokenize`.",
+                      DeprecationWarning, stacklevel=2)
+        return self.detokenize(token_ids)
 
     def _generate(self, batch, method, options):
         padded = np.full((len(batch), max(len(ids) for ids in batch)), PAD_ID, "int32")
@@ -126,7 +141,7 @@ class Translator:
         batch_size = self.batch_size if batch_size is None else batch_size
         check_positive_int("batch_size", batch_size)
         sentences = _as_strings(sentences)
-        sources = self.encode(sentences) if sentences else []
+        sources = self.tokenize(sentences) if sentences else []
         # A blank sentence translates to "" without running the model (as the export does).
         translations = ["" if not text.strip() else None for text in sentences]
         order = sorted((i for i, text in enumerate(translations) if text is None),
@@ -139,7 +154,7 @@ class Translator:
         for start in starts:
             indices = order[start : start + batch_size]
             out = self._generate([sources[i] for i in indices], method, options)
-            for i, text in zip(indices, self.decode(out["token_ids"]), strict=True):
+            for i, text in zip(indices, self.detokenize(out["token_ids"]), strict=True):
                 translations[i] = text
         return translations
 
@@ -178,7 +193,7 @@ class Translator:
             (T), and, one NumPy array per layer, `"encoder_self_attention"` `(N, S, S)`,
             `"decoder_self_attention"` `(N, T, T)` and `"cross_attention"` `(N, T, S)`.
         """
-        source = self.encode([sentence])[0]
+        source = self.tokenize([sentence])[0]
         out = self._generate([source], method, options)
         target = [int(i) for i in out["token_ids"][0] if i != PAD_ID]
         decoder_input = [START_ID] + target[:-1]
@@ -186,7 +201,7 @@ class Translator:
             np.array([source], "int32"), np.array([decoder_input], "int32")
         )
         result = {
-            "translation": self.decode([target])[0],
+            "translation": self.detokenize([target])[0],
             "source_pieces": self.pieces(source),
             "target_pieces": self.pieces(target),
             "decoder_input_pieces": self.pieces(decoder_input),

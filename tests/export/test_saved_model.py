@@ -56,7 +56,7 @@ def test_tensorflow_only_process_gives_the_translator_strings(translator, export
     assert result["nbest_first"] == expected
     assert result["dtypes"] == ["int32", "float32"]
     assert result["nbest_shape"][:2] == [len(BATCH), BEAM_SIZE]
-    python = translator._generate(translator.encode(BATCH), "beam", {})
+    python = translator._generate(translator.tokenize(BATCH), "beam", {})
     for i, row in enumerate(python["token_ids"].tolist()):
         assert [t for t in result["token_ids"][i] if t != 0] == [t for t in row if t != 0]
         assert result["scores"][i] == pytest.approx(float(python["scores"][i]), abs=1e-4)
@@ -170,6 +170,18 @@ def test_export_from_a_model_directory(model_dir, tmp_path):
     with open(os.path.join(model_dir, "tokenizer.model"), "rb") as file:
         assert loaded.signatures["metadata"]()["tokenizer_model"].numpy() == file.read()
     assert serve(loaded, ["Guten Morgen."])["translation"].shape == (1,)
+
+
+@pytest.mark.slow
+def test_no_repeat_ngram_size_is_fixed_at_export_and_gives_the_translator_strings(
+        translator, tmp_path):
+    path = export_saved_model(translator, str(tmp_path / "1"), beam_size=BEAM_SIZE,
+                              max_length=MAX_LENGTH, no_repeat_ngram_size=2, jit_compile=False)
+    loaded = tf.saved_model.load(path)
+    metadata = json.loads(loaded.signatures["metadata"]()["metadata"].numpy())
+    assert metadata["no_repeat_ngram_size"] == 2
+    got = [t.decode("utf-8") for t in serve(loaded, BATCH)["translation"].numpy()]
+    assert got == translator.translate(BATCH, no_repeat_ngram_size=2)
 
 
 def test_rejects_what_is_neither_translator_nor_directory(tmp_path):

@@ -51,8 +51,18 @@ def source_ids():
     return np.array([[5, 6, 7, 8, 9, 3], [10, 11, 12, 3, 0, 0], [13, 3, 0, 0, 0, 0]], "int32")
 
 
-def uncached_greedy(model, encoder_token_ids, max_length):
-    """Greedy decoding the slow way: a full decoder pass over the prefix at every step."""
+def repeating_tokens(output, size):
+    """The tokens that would repeat an n-gram of `output` (a list of ids), the plain way."""
+    if len(output) < size:
+        return set()
+    seen = {tuple(output[i:i + size]) for i in range(len(output) - size + 1)}
+    prefix = tuple(output[len(output) - size + 1:])
+    return {ngram[-1] for ngram in seen if ngram[:-1] == prefix}
+
+
+def uncached_greedy(model, encoder_token_ids, max_length, no_repeat_ngram_size=None):
+    """Greedy decoding the slow way: a full decoder pass over the prefix at every step
+    (with n-gram blocking by `repeating_tokens`, start token included)."""
     encoder_sequence = model.encode(encoder_token_ids)
     mask = padding_mask(encoder_token_ids)
     batch_size = len(encoder_token_ids)
@@ -62,6 +72,10 @@ def uncached_greedy(model, encoder_token_ids, max_length):
     for _ in range(max_length):
         logits = model.decode(tokens, encoder_sequence, mask)[:, -1]
         step_log_probs = keras.ops.convert_to_numpy(log_probs_of(logits))
+        if no_repeat_ngram_size:
+            for row in range(batch_size):
+                for token in repeating_tokens(list(tokens[row]), no_repeat_ngram_size):
+                    step_log_probs[row, token] = -1e9
         next_tokens = np.where(finished, PAD_ID, step_log_probs.argmax(-1)).astype("int32")
         log_probs.append(np.where(finished, 0.0, step_log_probs[np.arange(batch_size),
                                                                  next_tokens]))
@@ -90,5 +104,6 @@ def reference():
         greedy = staticmethod(uncached_greedy)
         log_prob = staticmethod(sequence_log_prob)
         batch = staticmethod(copy_batch)
+        repeating_tokens = staticmethod(repeating_tokens)
 
     return Reference

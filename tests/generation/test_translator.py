@@ -35,9 +35,9 @@ def test_translate_matches_generate_and_keeps_order(translator, capsys):
     assert "Translating" in capsys.readouterr().err  # two batches: a progress bar
     assert len(translations) == 3 and all(isinstance(t, str) for t in translations)
     for sentence, translation in zip(sentences, translations, strict=True):
-        ids = np.array([translator.encode([sentence])[0]], "int32")
+        ids = np.array([translator.tokenize([sentence])[0]], "int32")
         assert ids[0, -1] == kt.END_ID
-        expected = translator.decode(generate(translator.model, ids, **OPTIONS)["token_ids"])
+        expected = translator.detokenize(generate(translator.model, ids, **OPTIONS)["token_ids"])
         assert translation == expected[0]
         assert translator.translate(sentence) == translation  # a str gives a str
     assert translator.translate([]) == []
@@ -48,10 +48,18 @@ def test_translate_matches_generate_and_keeps_order(translator, capsys):
         assert translator.translate(dataset, progress=False) == translations
 
 
-def test_encode_decode_round_trip(translator):
-    ids = translator.encode(SENTENCES[:4])
-    assert translator.decode([i + [0, 0] for i in [ids[0]]]) == [SENTENCES[0]]
+def test_tokenize_detokenize_round_trip(translator):
+    ids = translator.tokenize(SENTENCES[:4])
+    assert translator.detokenize([i + [0, 0] for i in [ids[0]]]) == [SENTENCES[0]]
     assert all(row[-1] == kt.END_ID for row in ids)
+
+
+def test_old_names_of_tokenize_and_detokenize_warn_and_still_work(translator):
+    with pytest.warns(DeprecationWarning, match="Translator.tokenize"):
+        ids = translator.encode(SENTENCES[:2])
+    assert ids == translator.tokenize(SENTENCES[:2])
+    with pytest.warns(DeprecationWarning, match="Translator.detokenize"):
+        assert translator.decode([ids[0]]) == translator.detokenize([ids[0]])
 
 
 def test_from_directory_and_files(translator, tmp_path):
