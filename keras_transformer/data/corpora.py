@@ -13,6 +13,7 @@ Files ending in `.gz`, `.bz2` or `.xz` are decompressed on the fly.
 
 import bz2
 import gzip
+import logging
 import lzma
 import os
 import re
@@ -22,6 +23,8 @@ from collections.abc import Iterable
 
 import keras
 import tqdm
+
+logger = logging.getLogger(__name__)
 
 DING_PATH = "/usr/share/trans/de-en"
 """Where the Debian package `trans-de-en` installs the Ding corpus."""
@@ -149,7 +152,9 @@ def load_ding(path=None, cache_dir=None, counts=None, progress=False):
             package `trans-de-en`).
         cache_dir: str. Where a downloaded file is kept; `keras.utils.get_file`'s
             default (`~/.keras`) when `None`.
-        counts: optional `collections.Counter` filled as in `parse_ding`.
+        counts: optional `collections.Counter` filled as in `parse_ding`, plus
+            `undecodable_lines`: lines that are not UTF-8, skipped (and logged with
+            their line numbers) rather than failing the whole corpus.
         progress: bool. Show a `tqdm` progress bar over the lines on stderr.
 
     Returns:
@@ -171,11 +176,18 @@ def load_ding(path=None, cache_dir=None, counts=None, progress=False):
     if path is None:
         path = default_ding_path()
     path = _fetch(path, cache_dir)
-    with _open_text(path) as file:
+    counts = Counter() if counts is None else counts
+    undecodable = []
+    with _open_text(path, binary=True) as file:
         lines = file
         if progress:
             lines = tqdm.tqdm(file, desc="Parsing", unit=" lines", file=sys.stderr)
-        pairs = parse_ding(lines, counts)
+        pairs = parse_ding(_utf8_lines(lines, undecodable), counts)
+    counts["undecodable_lines"] += len(undecodable)
+    if undecodable:
+        shown = ", ".join(map(str, undecodable[:10])) + (", ..." if len(undecodable) > 10 else "")
+        logger.warning("%s: skipped %d line(s) that are not UTF-8: line %s", path,
+                       len(undecodable), shown)
     _check_not_empty(pairs, path, "Ding lines (`German :: English`)")
     return pairs
 
@@ -310,11 +322,20 @@ def _fetch(path, cache_dir):
     return path
 
 
-def _open_text(path):
+def _open_text(path, binary=False):
     opener = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}.get(
         os.path.splitext(path)[1], open
     )
-    return opener(path, "rt", encoding="utf-8")
+    return opener(path, "rb") if binary else opener(path, "rt", encoding="utf-8")
+
+
+def _utf8_lines(binary_lines, undecodable):
+    """The lines that decode as UTF-8; the numbers of the others go to `undecodable`."""
+    for number, raw in enumerate(binary_lines, start=1):
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError:
+            undecodable.append(number)
 
 
 def _check_not_empty(pairs, path, expected):

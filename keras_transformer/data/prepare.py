@@ -87,6 +87,7 @@ def prepare(
             "empty_entries_dropped": counts["empty_entries"],
             "misaligned_lines_skipped": counts["misaligned_lines"],
             "malformed_lines_skipped": counts["malformed_lines"],
+            "undecodable_lines_skipped": counts["undecodable_lines"],
             "lines": counts["lines"],
         },
         "splits": {

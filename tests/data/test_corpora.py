@@ -65,6 +65,17 @@ def test_clean_ding_entry(entry, expected):
     assert clean_ding_entry(entry) == expected
 
 
+def test_load_ding_skips_and_counts_lines_that_are_not_utf8(tmp_path, caplog):
+    path = tmp_path / "de-en"
+    path.write_bytes(b"Hund {m} :: dog\nKatze \xff\xfe :: cat\nMaus {f} :: mouse\n")
+    counts = Counter()
+    with caplog.at_level("WARNING"):
+        pairs = load_ding(str(path), counts=counts)
+    assert pairs == [("Hund", "dog"), ("Maus", "mouse")]
+    assert counts["undecodable_lines"] == 1
+    assert "not UTF-8: line 2" in caplog.text
+
+
 def test_load_ding_from_path_gzip_and_file_url(tmp_path):
     path = write(tmp_path / "de-en", DING_LINES)
     expected = parse_ding(DING_LINES.splitlines())
