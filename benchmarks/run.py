@@ -2,8 +2,9 @@
 
 Sections (each bounded in time): `training` (tokens/s, padding efficiency, peak memory,
 MFU; `training_speed.py`), `peak` (the matmul peaks MFU is measured against; `mfu.py`),
-`translation` (`generation_speed.py`) and `quality` (BLEU and chrF after the same
-training budget; `quality.py`). Results go to `runs/bench/results.json` and
+`translation` (`generation_speed.py`), `ctranslate2` (our decoding against CTranslate2
+on a trained model, `--ct2-model`; `ctranslate2_speed.py`) and `quality` (BLEU and chrF
+after the same training budget; `quality.py`). Results go to `runs/bench/results.json` and
 `results.md`, and the markdown replaces the part of `docs/results.md` between
 `<!-- bench:start -->` and `<!-- bench:end -->`. With `--only`, the other sections are
 kept from the previous `results.json` (`--only` alone just rewrites the reports).
@@ -21,7 +22,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-SECTIONS = ("peak", "translation", "training", "quality")
+SECTIONS = ("peak", "translation", "ctranslate2", "training", "quality")
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 UNCACHED = "uncached greedy (tutorial loop)"
 PEAK_DTYPE = {"float32": "float32", "mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}
@@ -63,6 +64,12 @@ def run_section(name, args):
         from generation_speed import benchmark
 
         return benchmark(args.preset, minutes=args.section_minutes)
+    if name == "ctranslate2":
+        if not os.path.exists(os.path.join(args.ct2_model, "model.keras")):
+            return {"error": f"skipped: no trained model in {args.ct2_model} (make demo)"}
+        from ctranslate2_speed import benchmark
+
+        return benchmark(args.ct2_model, args.ct2_sentences)
     from quality import benchmark
 
     return benchmark(args.minutes, args.data, os.path.join(args.output, "quality"))
@@ -233,6 +240,9 @@ def markdown(results):
                          _ratio(speed, uncached.get(row["batch_size"]))])
         lines += _table(["batch", "method", "tokens/s", "vs uncached greedy loop"], rows)
         lines += [""] + _command(results, "translation")
+    if "ctranslate2" in results:
+        lines += ctranslate2_markdown(results["ctranslate2"]) + [""]
+        lines += _command(results, "ctranslate2")
     if "quality" in results:
         quality = results["quality"]
         methods = quality.get("methods", [quality["method"]])
@@ -267,6 +277,20 @@ def markdown(results):
         lines += [""] + _command(results, "quality")
     lines += ["### Goals", ""] + [f"- {goal}" for goal in goals(results)]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def ctranslate2_markdown(result):
+    lines = ["### Against CTranslate2", ""]
+    if "error" in result:
+        return lines + [result["error"]]
+    from ctranslate2_speed import markdown as table
+
+    return lines + [
+        f"The trained model `{result['model']}`, the first {result['sentences']} sentences "
+        f"of its test split, {result['threads']} CPU threads, at most {result['max_length']} "
+        "output tokens, no length penalty on either side; target tokens/s of one pass after "
+        "a warm-up pass (`benchmarks/ctranslate2_speed.py`). `same as ours` counts the "
+        "translations equal to ours (XLA, same decoding).", "", table(result)]
 
 
 def _round(value):
@@ -312,6 +336,11 @@ def goals(results):
             mark("cached greedy / uncached loop at batch 32", greedy / base, 10)
         if base and beam:
             mark(f"beam 4 / uncached greedy loop at batch {batch}", beam / base, 3)
+    ct2 = {(row["decoding"], row["method"]): row["target_tokens_per_second"]
+           for row in results.get("ctranslate2", {}).get("rows", [])}
+    if ct2.get(("beam 4", "ours, XLA")) and ct2.get(("beam 4", "CTranslate2 float32")):
+        mark("beam 4 at batch 32, ours (XLA) / CTranslate2 float32",
+             ct2["beam 4", "ours, XLA"] / ct2["beam 4", "CTranslate2 float32"], 0.5)
     quality = results.get("quality", {})
     if "bleu" in quality.get("ours", {}) and "bleu" in quality.get("keras_hub", {}):
         mark(f"BLEU ours - KerasHub (points, {quality['method']} decoding)",
@@ -349,6 +378,10 @@ def main():
     parser.add_argument("--batches", type=int, default=8, help="training batches per pass")
     parser.add_argument("--passes", type=int, default=3,
                         help="timed training passes (the best counts)")
+    parser.add_argument("--ct2-model", default="runs/demo/model",
+                        help="trained model folder of the ctranslate2 section")
+    parser.add_argument("--ct2-sentences", type=int, default=500,
+                        help="test sentences of the ctranslate2 section")
     parser.add_argument("--output", default="runs/bench")
     parser.add_argument("--docs", default="docs/results.md")
     args = parser.parse_args()

@@ -11,6 +11,8 @@ Example:
 'runs/demo/model/model.keras'
 """
 
+import os
+
 # A data folder.
 TRAIN_FILE = "train.tsv"
 VALIDATION_FILE = "validation.tsv"
@@ -27,3 +29,20 @@ BACKUP_DIR = "backup"
 LOGS_DIR = "logs"
 HISTORY_FILE = "history.csv"
 EVALUATION_FILE = "eval-test.json"
+
+
+def check_model_folder(directory, argument="directory"):
+    """Raise a `FileNotFoundError` naming `argument` unless `directory` is a model folder
+    (a folder holding model.keras and tokenizer.model)."""
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(
+            f"`{argument}` is not a folder. Pass a model folder written by training "
+            f"(model.keras, tokenizer.model, config.json). Received: {argument}={directory!r}"
+        )
+    for name in (MODEL_FILE, TOKENIZER_FILE):
+        if not os.path.isfile(os.path.join(directory, name)):
+            raise FileNotFoundError(
+                f"`{name}` not found in `{argument}`. A model folder written by training "
+                f"holds model.keras, tokenizer.model and config.json. "
+                f"Received: {argument}={directory!r}"
+            )

@@ -8,7 +8,7 @@ import warnings
 import keras
 import numpy as np
 
-from keras_transformer.folders import CONFIG_FILE, MODEL_FILE, TOKENIZER_FILE
+from keras_transformer.folders import CONFIG_FILE, MODEL_FILE, TOKENIZER_FILE, check_model_folder
 from keras_transformer.generation.generate import METHODS, generate
 from keras_transformer.special_tokens import PAD_ID, START_ID, with_end
 from keras_transformer.validation import check_choice, check_positive_int
@@ -71,13 +71,7 @@ class Translator:
         import keras_transformer.models  # noqa: F401  (registers the serializable classes)
         from keras_transformer.data.tokenizer import Tokenizer
 
-        for name in (MODEL_FILE, TOKENIZER_FILE):
-            if not os.path.exists(os.path.join(directory, name)):
-                raise FileNotFoundError(
-                    f"`{name}` not found in `directory`. A model directory written by "
-                    f"training holds model.keras, tokenizer.model and config.json. "
-                    f"Received: directory={directory!r}"
-                )
+        check_model_folder(directory)
         model = keras.models.load_model(os.path.join(directory, MODEL_FILE))
         tokenizer = Tokenizer.from_file(os.path.join(directory, TOKENIZER_FILE))
         config = {}

@@ -1,0 +1,258 @@
+"""Translation speed and BLEU of our decoding against CTranslate2 on the same trained model.
+
+The protocol of CTranslate2's own README table, on this machine: the test split's
+sentences, greedy search at batch 1 and beam 4 at batch 32, a fixed number of CPU
+threads (2 by default), target tokens/s (output pieces without the end token, best
+hypothesis only) of one timed pass after a warm-up pass (XLA compiles each padded shape
+in the warm-up). Every row sorts the sentences by length into batches, as `Translator`
+and CTranslate2's `max_batch_size` do. Rows:
+
+- ours, `kt.generate` compiled with XLA (float32 compute, as CTranslate2 float32: a
+  model trained under mixed precision is decoded by a float32 copy in every row of ours);
+- ours through the exported SavedModel (`export_saved_model`, XLA inside);
+- ours after Keras's post-training `model.quantize("int8")` (XLA);
+- CTranslate2 float32 and int8 (`export_ctranslate2`, `quantization="int8"`).
+
+All rows decode alike: no length penalty (ours `alpha=0`, CTranslate2
+`length_penalty=0`; their penalties differ, see the export guide), at most
+`min(longest source of the batch + 50, --max-length)` output tokens (our rule, given to
+CTranslate2 batch by batch as `max_decoding_length`), the end token allowed from the
+first step, padding and the start token never generated. So the float32 rows should
+give the same strings; the `same as ours` column counts the sentences whose translation
+equals ours (XLA, same decoding). BLEU is sacrebleu's against the references.
+
+    python benchmarks/ctranslate2_speed.py --model runs/demo/model --sentences 200
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+OURS = "ours, XLA"
+
+
+def float32_model(model):
+    """`model` with float32 compute (a model trained under mixed precision), same weights.
+
+    The layers' policies tell: a loaded mixed-precision model reports `float32` at the top.
+    """
+    import keras_transformer as kt
+
+    layers = [model.token_embedding, *model.encoder_blocks, *model.decoder_blocks]
+    if all(layer.dtype_policy.name == "float32" for layer in layers):
+        return model
+    copy = kt.Transformer.from_config({**model.get_config(), "dtype": "float32"})
+    copy.set_weights(model.get_weights())
+    return copy
+
+
+def batches_by_length(lengths, batch_size):
+    """Sentence indices sorted by length, longest first, in batches of `batch_size`."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i], reverse=True)
+    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+
+
+def timed(translate, sources, batch_size, lengths):
+    """Run `translate(batch) -> (strings, token counts)` over length-sorted batches twice
+    (warm-up, timed): returns the strings in input order and target tokens/s."""
+    batches = batches_by_length(lengths, batch_size)
+    strings = [None] * len(sources)
+    for batch in batches:  # warm-up: XLA compiles every padded shape here
+        translate([sources[i] for i in batch])
+    tokens, start = 0, time.perf_counter()
+    for batch in batches:
+        out, counts = translate([sources[i] for i in batch])
+        tokens += counts
+        for i, text in zip(batch, out, strict=True):
+            strings[i] = text
+    return strings, tokens / (time.perf_counter() - start)
+
+
+def our_runner(model, tokenizer, beam_size, max_length, max_sequence_length):
+    from keras_transformer.generation import generate
+    from keras_transformer.special_tokens import END_ID, PAD_ID, with_end
+
+    method = "greedy" if beam_size == 1 else "beam"
+
+    def translate(sentences):
+        ids = [with_end(row, max_sequence_length) for row in tokenizer.encode_as_ids(sentences)]
+        padded = np.full((len(ids), max(map(len, ids))), PAD_ID, "int32")
+        for row, values in enumerate(ids):
+            padded[row, : len(values)] = values
+        out = generate(model, padded, method, beam_size=beam_size, alpha=0.0,
+                       max_length=max_length)["token_ids"]
+        count = int(np.sum((out != PAD_ID) & (out != END_ID)))
+        return list(tokenizer.decode_ids(out)), count
+
+    return translate
+
+
+def saved_model_runner(path):
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
+
+    from keras_transformer.special_tokens import END_ID, PAD_ID
+
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+
+    def translate(sentences):
+        out = serve(text=tf.constant(sentences))
+        ids = out["token_ids"].numpy()
+        count = int(np.sum((ids != PAD_ID) & (ids != END_ID)))
+        return [text.decode("utf-8") for text in out["translation"].numpy()], count
+
+    return translate
+
+
+def ctranslate2_runner(path, tokenizer, beam_size, max_length, max_sequence_length, threads):
+    import ctranslate2
+
+    translator = ctranslate2.Translator(path, device="cpu", inter_threads=1,
+                                        intra_threads=threads)
+    from keras_transformer.generation.search_input import MAX_LENGTH_OFFSET
+
+    processor = tokenizer._processor
+    options = dict(beam_size=beam_size, length_penalty=0.0, min_decoding_length=0,
+                   max_input_length=0, suppress_sequences=[["<pad>"], ["<s>"]])
+
+    def translate(sentences):
+        # Our sources: at most `max_sequence_length - 1` pieces, then the end token
+        # (which CTranslate2 adds); our limit: the batch's longest source + 50, capped.
+        pieces = [row[: max_sequence_length - 1]
+                  for row in processor.encode(sentences, out_type=str)]
+        limit = min(max(len(row) + 1 for row in pieces) + MAX_LENGTH_OFFSET, max_length)
+        results = translator.translate_batch(pieces, max_decoding_length=limit, **options)
+        hypotheses = [result.hypotheses[0] for result in results]
+        return ([processor.decode_pieces(h) for h in hypotheses],
+                sum(len(h) for h in hypotheses))
+
+    return translate
+
+
+ROWS = ("ours", "saved_model", "keras_int8", "ct2_float32", "ct2_int8")
+
+
+def benchmark(model_dir, sentences=None, threads=2, max_length=128, data=None, rows=ROWS,
+              work_dir=None):
+    """The table's rows (`rows` picks them) on the first `sentences` pairs of `data` (a
+    TSV; default: the test split of the data folder that config.json names)."""
+    import keras
+    import tensorflow as tf
+
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+    except RuntimeError:  # TensorFlow already started (`benchmarks/run.py`): its threads
+        print("warning: TensorFlow's thread pools were already set; ours use them",
+              file=sys.stderr)
+
+    from keras_transformer.data.corpora import load_tsv
+    from keras_transformer.evaluation import score_translations
+    from keras_transformer.export import export_ctranslate2, export_saved_model
+    from keras_transformer.folders import CONFIG_FILE, TEST_FILE
+    from keras_transformer.generation import Translator
+
+    with open(os.path.join(model_dir, CONFIG_FILE)) as file:
+        config = json.load(file)
+    pairs = load_tsv(data or os.path.join(config["data_dir"], TEST_FILE))[:sentences]
+    sources = [source for source, _ in pairs]
+    references = [target for _, target in pairs]
+    max_sequence_length = config.get("max_sequence_length", 128)
+    loaded = Translator.from_directory(model_dir)
+    tokenizer = loaded.tokenizer
+    model = float32_model(loaded.model)
+    lengths = [len(ids) for ids in tokenizer.encode_as_ids(sources)]
+    work_dir = work_dir or tempfile.mkdtemp(prefix="ct2-bench-")
+
+    ct2_paths = {}
+    for name, quantization in (("ct2_float32", None), ("ct2_int8", "int8")):
+        if name in rows:
+            ct2_paths[name] = export_ctranslate2(model_dir, os.path.join(work_dir, name),
+                                                 quantization=quantization, force=True)
+    int8_model = None
+    if "keras_int8" in rows:  # a second copy: quantizing changes a model in place
+        int8_model = float32_model(keras.models.load_model(
+            os.path.join(model_dir, "model.keras")))
+        int8_model.quantize("int8")
+
+    results = []
+    for beam_size, batch_size in ((1, 1), (4, 32)):
+        runners = {}
+        if "ours" in rows:
+            runners[OURS] = our_runner(model, tokenizer, beam_size, max_length,
+                                       max_sequence_length)
+        if "saved_model" in rows:
+            path = os.path.join(work_dir, f"saved_model_beam{beam_size}")
+            translator = Translator(model, tokenizer, max_sequence_length=max_sequence_length)
+            export_saved_model(translator, path, beam_size=beam_size, alpha=0.0,
+                               max_length=max_length)
+            runners["ours, SavedModel"] = saved_model_runner(path)
+        if int8_model is not None:
+            runners["ours, Keras int8 (XLA)"] = our_runner(
+                int8_model, tokenizer, beam_size, max_length, max_sequence_length)
+        for name, label in (("ct2_float32", "CTranslate2 float32"),
+                            ("ct2_int8", "CTranslate2 int8")):
+            if name in ct2_paths:
+                runners[label] = ctranslate2_runner(ct2_paths[name], tokenizer, beam_size,
+                                                    max_length, max_sequence_length, threads)
+        ours = None
+        for label, translate in runners.items():
+            strings, speed = timed(translate, sources, batch_size, lengths)
+            if label == OURS:
+                ours = strings
+            row = {"decoding": "greedy" if beam_size == 1 else f"beam {beam_size}",
+                   "batch_size": batch_size, "method": label,
+                   "target_tokens_per_second": round(speed, 1),
+                   "bleu": score_translations(strings, references)["bleu"]}
+            if ours is not None:
+                row["same_as_ours"] = round(
+                    float(np.mean([a == b for a, b in zip(strings, ours, strict=True)])), 4)
+            results.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
+    return {"model": model_dir, "sentences": len(sources), "threads": threads,
+            "max_length": max_length, "rows": results}
+
+
+def markdown(result):
+    lines = ["| decoding | batch | method | tokens/s | vs CTranslate2 float32 | BLEU "
+             "| same as ours |", "|---|---|---|---|---|---|---|"]
+    reference = {(row["decoding"], row["batch_size"]): row["target_tokens_per_second"]
+                 for row in result["rows"] if row["method"] == "CTranslate2 float32"}
+    for row in result["rows"]:
+        base = reference.get((row["decoding"], row["batch_size"]))
+        speed = row["target_tokens_per_second"]
+        same = row.get("same_as_ours")
+        lines.append(f"| {row['decoding']} | {row['batch_size']} | {row['method']} | "
+                     f"{speed:,.1f} | {f'{speed / base:.2f}x' if base else 'n/a'} | "
+                     f"{row['bleu']:.2f} | {'' if same is None else f'{100 * same:.1f}%'} |")
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="runs/demo/model", metavar="DIR",
+                        help="a trained model folder (its config.json names the data folder)")
+    parser.add_argument("--sentences", type=int, default=None, metavar="N",
+                        help="the first N test sentences (default: all)")
+    parser.add_argument("--data", default=None, metavar="TSV",
+                        help="source<TAB>reference pairs (default: the model's test split)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--max-length", type=int, default=128, help="most output tokens")
+    parser.add_argument("--output", default=None, metavar="JSON", help="write the result here")
+    args = parser.parse_args()
+    result = benchmark(args.model, args.sentences, args.threads, args.max_length, args.data)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as file:
+            json.dump(result, file, indent=2)
+    print(f"{result['sentences']} test sentences of {result['model']}, {result['threads']} "
+          "threads, no length penalty:\n")
+    print(markdown(result))
+
+
+if __name__ == "__main__":
+    main()
