@@ -137,10 +137,14 @@ def _add_decoding_options(parser):
     parser.add_argument("--max-length", type=int, default=None,
                         help="cap on output tokens (default: input length + 50)")
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--no-repeat-ngram-size", type=int, default=None, metavar="N",
+                        help="never repeat an N-gram in an output (default: off, as in "
+                             "the paper)")
 
 
 def _decoding_kwargs(args):
-    options = {"max_length": args.max_length}
+    options = {"max_length": args.max_length,
+               "no_repeat_ngram_size": args.no_repeat_ngram_size}
     if args.method == "beam":
         options.update(beam_size=args.beam_size, alpha=args.alpha)
     return options
@@ -238,25 +242,55 @@ def _run_average(args):
 
 def _add_export(subparsers):
     parser = subparsers.add_parser(
-        "export", help="write a SavedModel: strings in, translations out",
-        description="Export MODEL_DIR as a SavedModel with signatures serving_default "
-                    "(text -> translation, token_ids, scores), nbest and metadata. It loads "
-                    "with TensorFlow and tensorflow_text alone; see docs/guides/export.md.",
+        "export", help="write a SavedModel or a CTranslate2 model: strings in, translations out",
+        description="Export MODEL_DIR. --format saved_model (the default) writes a SavedModel "
+                    "with signatures serving_default (text -> translation, token_ids, scores), "
+                    "nbest and metadata; it loads with TensorFlow and tensorflow_text alone. "
+                    "--format ctranslate2 writes a folder that ctranslate2.Translator loads, "
+                    "with tokenizer.model beside it (pip install "
+                    "\"keras-transformer[ctranslate2]\"). See docs/guides/export.md.",
     )
     parser.add_argument("--model", required=True, metavar="MODEL_DIR")
     parser.add_argument("--output", required=True, metavar="EXPORT_DIR")
+    parser.add_argument("--format", default="saved_model", choices=["saved_model", "ctranslate2"],
+                        help="what to write (default: saved_model)")
     parser.add_argument("--beam-size", type=int, default=4, help="1 is greedy decoding")
     parser.add_argument("--alpha", type=float, default=0.6, help="beam length penalty")
     parser.add_argument("--max-length", type=int, default=None,
                         help="cap on output tokens (default: the training max length)")
+    parser.add_argument("--no-repeat-ngram-size", type=int, default=None, metavar="N",
+                        help="saved_model: never repeat an N-gram in an output (default: off)")
+    parser.add_argument("--quantization", default=None, metavar="TYPE",
+                        help="ctranslate2: weight type, e.g. int8, int8_float32, float16 "
+                             "(default: float32)")
+    parser.add_argument("--force", action="store_true",
+                        help="ctranslate2: replace EXPORT_DIR if it is not empty")
     parser.set_defaults(run=_run_export)
 
 
 def _run_export(args):
+    if args.no_repeat_ngram_size and args.format == "ctranslate2":
+        raise ValueError("`--no-repeat-ngram-size` is a decoding option of CTranslate2 "
+                         "(`translate_batch(no_repeat_ngram_size=N)`), not of its export.")
+    if args.format == "ctranslate2":
+        from keras_transformer.export import export_ctranslate2
+
+        try:
+            path = export_ctranslate2(args.model, args.output, quantization=args.quantization,
+                                      force=args.force)
+        except ImportError as error:  # one error line, as for the other user errors
+            raise ValueError(str(error)) from error
+        print(json.dumps({"export": path, "format": "ctranslate2",
+                          "quantization": args.quantization or "float32"}))
+        return
+    for name, value in (("--quantization", args.quantization), ("--force", args.force)):
+        if value:
+            raise ValueError(f"`{name}` applies to `--format ctranslate2` only.")
     from keras_transformer.export import export_saved_model
 
     path = export_saved_model(args.model, args.output, beam_size=args.beam_size,
-                              alpha=args.alpha, max_length=args.max_length)
+                              alpha=args.alpha, max_length=args.max_length,
+                              no_repeat_ngram_size=args.no_repeat_ngram_size)
     print(json.dumps({"export": path, "beam_size": args.beam_size, "alpha": args.alpha}))
 
 
