@@ -5,22 +5,24 @@ training) stay unimported until a name from them is used, so `import keras_trans
 runs without TensorFlow under `KERAS_BACKEND=jax` or `torch`.
 
 Example:
->>> getattr_, dir_ = lazy_attributes("json", {"loads": "json"})
->>> getattr_("loads")('"ok"')
-'ok'
+>>> getattr_, dir_ = lazy_attributes("json", {"decoder": ["JSONDecodeError"]})
+>>> getattr_("JSONDecodeError").__name__, dir_()
+('JSONDecodeError', ['JSONDecodeError'])
 """
 
 import importlib
 
 
-def lazy_attributes(package, names):
-    """`(__getattr__, __dir__)` for `package`, importing `names[attribute]` on first use.
+def lazy_attributes(package, modules):
+    """`(__getattr__, __dir__)` for `package`, importing a submodule on first use.
 
     Args:
-        package: str. The package's `__name__` (used in the error for unknown names).
-        names: dict `attribute -> module`; the attribute is the module itself when its
-            name is the module's last part and the module has no attribute of that name.
+        package: str. The package's `__name__`.
+        modules: dict `submodule -> list of attribute names` it provides; a name that
+            is the submodule's own name and not an attribute of it is the submodule.
     """
+    names = {name: f"{package}.{module}" for module, attributes in modules.items()
+             for name in attributes}
 
     def __getattr__(name):
         if name not in names:

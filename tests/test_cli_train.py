@@ -1,5 +1,6 @@
 """`train`, `evaluate`, `translate` and `average` end to end on a tiny prepared corpus."""
 
+import dataclasses
 import io
 import json
 import os
@@ -8,7 +9,7 @@ import pytest
 
 from keras_transformer.cli import main
 from keras_transformer.data import load_tsv
-from keras_transformer.training import list_checkpoints
+from keras_transformer.training import TrainingConfig, list_checkpoints
 
 
 def _json_line(capsys):
@@ -29,6 +30,7 @@ def test_train_resume_evaluate_translate_average(tiny_data_dir, tmp_path, capsys
         assert os.path.exists(os.path.join(model_dir, name))
     with open(os.path.join(model_dir, "config.json")) as file:
         saved = json.load(file)["training"]
+    assert set(saved) == {field.name for field in dataclasses.fields(TrainingConfig)}
     assert saved["model_overrides"] == {"normalize_first": True}
     assert saved["warmup_steps"] == 10 and saved["label_smoothing"] == 0.1
 

@@ -51,9 +51,7 @@ _MODULES = {
     "split": ["is_sentence_pair", "sentence_pairs_only", "split_pairs"],
     "tokenizer": ["Tokenizer", "train_tokenizer"],
 }
-__getattr__, __dir__ = lazy_attributes(__name__, {
-    name: f"{__name__}.{module}" for module, names in _MODULES.items() for name in names
-})
+__getattr__, __dir__ = lazy_attributes(__name__, _MODULES)
 
 __all__ = [
     "DING_PATH",

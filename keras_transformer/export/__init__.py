@@ -21,9 +21,8 @@ if TYPE_CHECKING:  # static tools (docs, IDEs) see the names; they load lazily
 
 
 __getattr__, __dir__ = lazy_attributes(__name__, {
-    "SIGNATURES": f"{__name__}.saved_model",
-    "export_saved_model": f"{__name__}.saved_model",
-    "export_ctranslate2": f"{__name__}.ctranslate2",
+    "saved_model": ["SIGNATURES", "export_saved_model"],
+    "ctranslate2": ["export_ctranslate2"],
 })
 
 __all__ = ["SIGNATURES", "export_ctranslate2", "export_saved_model"]

@@ -38,9 +38,7 @@ _MODULES = {
     "strategy": ["is_chief", "select_strategy", "split_cpu"],
     "trainer": ["train"],
 }
-__getattr__, __dir__ = lazy_attributes(__name__, {
-    name: f"{__name__}.{module}" for module, names in _MODULES.items() for name in names
-})
+__getattr__, __dir__ = lazy_attributes(__name__, _MODULES)
 
 __all__ = [
     "CHANGEABLE_ON_RESUME",
