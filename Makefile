@@ -18,17 +18,18 @@ TORCH_CPU ?= torch==2.13.0+cpu
 
 .PHONY: demo test lint corpus install backends bench docs
 
+# pip -qq: errors still show, pip's and setuptools' notices do not.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/pip install -qq --upgrade pip
+	$(BIN)/pip install -qq -e ".[dev]"
 	touch $(STAMP)
 
 install: $(STAMP)
 
 $(BACKENDS_STAMP): $(STAMP)
-	$(BIN)/pip install --quiet "jax[cpu]" || echo "WARNING: could not install jax[cpu]"
-	$(BIN)/pip install --quiet "$(TORCH_CPU)" || echo "WARNING: could not install $(TORCH_CPU)"
+	$(BIN)/pip install -qq "jax[cpu]" || echo "WARNING: could not install jax[cpu]"
+	$(BIN)/pip install -qq "$(TORCH_CPU)" || echo "WARNING: could not install $(TORCH_CPU)"
 	touch $(BACKENDS_STAMP)
 
 backends: $(BACKENDS_STAMP)
