@@ -11,6 +11,7 @@ True
 from keras_transformer.generation.beam_search import beam_search, length_penalty
 from keras_transformer.generation.generate import default_max_length, generate
 from keras_transformer.generation.greedy import greedy_search
+from keras_transformer.generation.ngram_blocking import block_repeated_ngrams
 from keras_transformer.generation.plotting import plot_attention
 from keras_transformer.generation.sampling import filter_logits, sample
 from keras_transformer.generation.step import DecoderStep
@@ -20,6 +21,7 @@ __all__ = [
     "DecoderStep",
     "Translator",
     "beam_search",
+    "block_repeated_ngrams",
     "default_max_length",
     "filter_logits",
     "generate",
