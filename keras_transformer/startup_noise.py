@@ -1,4 +1,5 @@
-"""Drop the frameworks' start-up log lines from the command line's stderr.
+"""Drop the frameworks' start-up log lines (and XLA's first-compile notices) from the
+command line's stderr.
 
 TensorFlow's C++ runtime writes lines such as `I0000 ... port.cc:153] oneDNN custom
 operations are on` and `E0000 ... failed call to cuInit` straight to file descriptor 2,
@@ -10,6 +11,9 @@ lines and passes everything else on at once (progress bars included).
 Example:
 >>> is_startup_noise("I0000 00:00:1796406353.811844   23734 cudart_stub.cc:31] Could not "
 ...                  "find cuda drivers on your machine, GPU will not be used.")
+True
+>>> is_startup_noise("I0000 00:00:1796458551.852316   29191 dump_mlir_util.cc:269] "
+...                  "disabling MLIR crash reproducer")
 True
 >>> is_startup_noise("keras-transformer: error: train.tsv is missing")
 False
@@ -27,6 +31,8 @@ _NOISE = re.compile(
     rb"|[IWE]\d{4} [\d:.]+ +\d+ (port\.cc|cudart_stub\.cc|cuda_platform\.cc|"
     rb"cpu_feature_guard\.cc|cuda_dnn\.cc|cuda_blas\.cc|cuda_fft\.cc|cuda_executor\.cc)"
     rb"|[IWE]\d{4} [\d:.]+ +\d+ util\.cc:\d+\] oneDNN supports"
+    # XLA's notices when it first compiles (generation), at info level.
+    rb"|I\d{4} [\d:.]+ +\d+ (service\.cc|dump_mlir_util\.cc|device_compiler\.h):"
     rb"|To enable the following instructions: .*rebuild TensorFlow)"
 )
 # What a partial line may be when it could still become one of those.
