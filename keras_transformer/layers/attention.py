@@ -221,9 +221,9 @@ class MultiHeadAttention(keras.layers.Layer):
         if attention_mask is not None:
             keep = ops.expand_dims(ops.cast(attention_mask, "bool"), 1)  # (B, 1, T, S)
             scores = ops.where(keep, scores, ops.cast(FLOAT32_LOWEST, "float32"))
-            weights = ops.where(keep, ops.softmax(scores, axis=-1), 0.0)
+            weights = ops.where(keep, _softmax(scores), 0.0)
         else:
-            weights = ops.softmax(scores, axis=-1)
+            weights = _softmax(scores)
         weights = ops.cast(weights, self.compute_dtype)
         dropped = self._dropout_layer(weights, training=training)
         attended = ops.einsum(f"bnts,{key_layout}->btnh", dropped, values)
@@ -254,3 +254,10 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         return config
 
+
+def _softmax(scores):
+    """Softmax over the keys; over a single key every weight is 1 (without Keras' warning
+    that such a softmax is constant, which the first decoding step would trigger)."""
+    if scores.shape[-1] == 1:
+        return ops.ones_like(scores)
+    return ops.softmax(scores, axis=-1)
