@@ -62,7 +62,7 @@ def length_penalty(length, alpha=0.6):
 
 
 def beam_search(step, batch_size, buffer_length, max_steps, beam_size=4, alpha=0.6,
-                no_repeat_ngram_size=None):
+                no_repeat_ngram_size=None, stop_when_running=None):
     """Beam search with a `DecoderStep` built with `num_beams=beam_size`.
 
     Args:
@@ -73,12 +73,17 @@ def beam_search(step, batch_size, buffer_length, max_steps, beam_size=4, alpha=0
         beam_size: int. K. Defaults to `4` (the paper).
         alpha: float >= 0. Length penalty exponent. Defaults to `0.6` (the paper).
         no_repeat_ngram_size: int or `None`. See `block_repeated_ngrams`.
+        stop_when_running: int, int32 scalar tensor or `None`. Also stop the loop once
+            at most this many sentences are still being searched (`generate` then
+            searches those again in a smaller batch). `None`: only `max_steps` and
+            the end of every search stop it.
 
     Returns:
         A dict: `"nbest_token_ids"` int32 `(B, K, buffer_length)` (without the start
         token, `PAD_ID` after the end token), `"nbest_scores"` float32 `(B, K)`
         (length-penalized log-probabilities, best first), `"token_ids"` and
-        `"scores"` (the best hypothesis) and `"num_steps"` (decoder steps taken).
+        `"scores"` (the best hypothesis), `"num_steps"` (decoder steps taken) and
+        `"done"` bool `(B,)` (the sentence's search ended before the loop did).
         A sentence that reaches `max_steps` without `K` finished hypotheses fills
         the list with its best unfinished ones (which have no end token).
 
@@ -120,7 +125,10 @@ def beam_search(step, batch_size, buffer_length, max_steps, beam_size=4, alpha=0
     max_penalty = length_penalty(max_steps, alpha)
 
     def cond(state):
-        return ops.logical_and(state.index < max_steps, ops.logical_not(ops.all(state.done)))
+        running = ops.sum(ops.cast(ops.logical_not(state.done), "int32"))
+        if stop_when_running is None:
+            return ops.logical_and(state.index < max_steps, running > 0)
+        return ops.logical_and(state.index < max_steps, running > stop_when_running)
 
     def body(state):
         index, done = state.index, state.done
@@ -197,4 +205,5 @@ def beam_search(step, batch_size, buffer_length, max_steps, beam_size=4, alpha=0
         "nbest_token_ids": nbest_tokens,
         "nbest_scores": nbest_scores,
         "num_steps": num_steps,
+        "done": done,
     }

@@ -92,14 +92,16 @@ def _search_function(model, method, buffer_length, options, jit_compile):
     if key in functions:
         return functions[key]
 
-    def search(encoder_token_ids, max_steps, seed):
+    def search(encoder_token_ids, max_steps, seed, stop_when_running):
         batch_size = encoder_token_ids.shape[0]
         if method == "beam":
             step = DecoderStep(model, encoder_token_ids, buffer_length, options["beam_size"])
-            return beam_search(step, batch_size, buffer_length, max_steps, **options)
+            return beam_search(step, batch_size, buffer_length, max_steps, **options,
+                               stop_when_running=stop_when_running)
         step = DecoderStep(model, encoder_token_ids, buffer_length)
         if method == "greedy":
-            return greedy_search(step, batch_size, buffer_length, max_steps, **options)
+            return greedy_search(step, batch_size, buffer_length, max_steps, **options,
+                                 stop_when_running=stop_when_running)
         return sample(step, batch_size, buffer_length, max_steps, seed, **options)
 
     functions[key] = _compile(model, search) if jit_compile else search
@@ -107,12 +109,24 @@ def _search_function(model, method, buffer_length, options, jit_compile):
 
 
 def _compile(model, search):
-    """`search(ids, max_steps, seed)` compiled for the running backend."""
+    """`search(ids, max_steps, seed, stop_when_running)` compiled for the running backend."""
     backend = keras.backend.backend()
     if backend == "tensorflow":
         import tensorflow as tf
 
-        return tf.function(search, jit_compile=True, reduce_retracing=False)
+        # One function per padded shape: each shape is its own XLA program anyway, and
+        # one function traced for many shapes makes TensorFlow warn about retracing.
+        by_shape = {}
+
+        def search_by_shape(encoder_token_ids, *args):
+            shape = tuple(encoder_token_ids.shape)
+            if shape not in by_shape:
+                by_shape[shape] = tf.function(_copy_of(search), jit_compile=True,
+                                              reduce_retracing=False)
+            return by_shape[shape](encoder_token_ids, *args)
+
+        search_by_shape.by_shape = by_shape
+        return search_by_shape
     if backend == "jax":
         import jax
 
@@ -131,6 +145,15 @@ def _compile(model, search):
     return search  # PyTorch: the eager loop, run without gradients by `generate`
 
 
+def _copy_of(function):
+    """A new Python function calling `function` (TensorFlow counts traces per function)."""
+
+    def copy(*args):
+        return function(*args)
+
+    return copy
+
+
 def _no_gradients():
     """A context without gradient tracking for the eager search (PyTorch records them)."""
     if keras.backend.backend() == "torch":
@@ -138,6 +161,34 @@ def _no_gradients():
 
         return torch.inference_mode()
     return contextlib.nullcontext()
+
+
+def _search_in_shrinking_batches(search, ids, model, limit, seed, shrink):
+    """Run `search` on `ids` `(B, S)`; when `shrink`, rerun the sentences it left
+    running (at most a quarter of each batch) in a smaller batch until all are done.
+
+    The reruns keep the first batch's source width and output limit, so each sentence
+    sees exactly the inputs it would have in one whole-batch search.
+    """
+    pending = np.arange(ids.shape[0])
+    result, num_steps = {}, 0
+    while pending.size:
+        stop_when_running = pending.size // 4 if shrink else 0
+        outputs = search(pad_sources(ids[pending], model),
+                         keras.ops.convert_to_tensor(np.int32(limit)),
+                         keras.ops.convert_to_tensor(np.int32(seed)),
+                         keras.ops.convert_to_tensor(np.int32(stop_when_running)))
+        outputs = {name: keras.ops.convert_to_numpy(value) for name, value in outputs.items()}
+        steps = int(outputs.pop("num_steps"))
+        num_steps = max(num_steps, steps)
+        done = outputs.pop("done")[: pending.size] | (steps >= limit)
+        for name, value in outputs.items():
+            if name not in result:
+                result[name] = np.zeros((ids.shape[0],) + value.shape[1:], value.dtype)
+            result[name][pending[done]] = value[: pending.size][done]
+        pending = pending[~done]
+    result["num_steps"] = num_steps
+    return result
 
 
 def generate(
@@ -154,6 +205,7 @@ def generate(
     top_p=None,
     seed=None,
     no_repeat_ngram_size=None,
+    shrink_batch=True,
     jit_compile=True,
 ):
     """Translate a batch of token ids with a `Transformer` (Section 6.1).
@@ -184,6 +236,12 @@ def generate(
         no_repeat_ngram_size: int or `None`. Every method: never repeat an n-gram of
             this size in an output (fairseq's and Hugging Face's remedy for loops; not
             in the paper). `None` or `0` (the default): off.
+        shrink_batch: bool. Greedy and beam search: once at most a quarter of the
+            batch's sentences are still being searched, stop and search those again
+            from the start in a smaller batch, so a sentence that runs to the length
+            limit no longer keeps every finished row of its batch computing. Each
+            sentence's search is independent of the others, so the tokens are the
+            same (`True`, the default). Sampling always keeps its batch whole.
         jit_compile: bool. Run compiled for the backend (`True`, the default: XLA on
             TensorFlow and JAX, the no-gradient loop on PyTorch) or eagerly.
 
@@ -207,6 +265,8 @@ def generate(
                      seed)
     check_max_length_offset(max_length_offset)
     check_no_repeat_ngram_size(no_repeat_ngram_size)
+    if not isinstance(shrink_batch, (bool, np.bool_)):
+        raise ValueError(f"`shrink_batch` must be True or False. Received: {shrink_batch!r}")
     ids = keras.ops.convert_to_numpy(encoder_token_ids)
     if ids.ndim != 2:
         raise ValueError(
@@ -223,7 +283,6 @@ def generate(
 
     limit = int(output_limit(source_lengths(ids), max_length, model, max_length_offset))
     buffer_length = search_buffer_length(limit, model)
-    padded = pad_sources(ids, model)
 
     if method == "beam":
         options = {"beam_size": beam_size, "alpha": float(alpha)}
@@ -237,14 +296,9 @@ def generate(
         seed = int(np.random.randint(0, 2**31 - 1))
     search = _search_function(model, method, buffer_length, options, jit_compile)
     with _no_gradients():
-        outputs = search(padded,
-                         keras.ops.convert_to_tensor(np.int32(limit)),
-                         keras.ops.convert_to_tensor(np.int32(seed % 2**31)))
-
-    result = {}
-    for name, value in outputs.items():
-        value = keras.ops.convert_to_numpy(value)
-        result[name] = value if name == "num_steps" else value[:batch_size]
+        result = _search_in_shrinking_batches(
+            search, ids, model, limit, seed % 2**31,
+            shrink_batch and method != "sample")
     tokens = result["nbest_token_ids"] if method == "beam" else result["token_ids"]
     longest = int(longest_output(tokens))
     for name in ("token_ids", "nbest_token_ids", "log_probs"):

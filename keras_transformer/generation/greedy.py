@@ -11,7 +11,7 @@ from keras_transformer.special_tokens import END_ID, PAD_ID, START_ID
 
 
 def decode_token_by_token(step, batch_size, buffer_length, max_steps, select,
-                          no_repeat_ngram_size=None):
+                          no_repeat_ngram_size=None, stop_when_running=None):
     """Extend each sequence with `select(log_probs, index)` until it emits `END_ID`.
 
     A static-shape `while_loop`: the token buffer `(B, buffer_length + 1)` starts with
@@ -25,12 +25,15 @@ def decode_token_by_token(step, batch_size, buffer_length, max_steps, select,
         max_steps: int or int32 scalar tensor. Most tokens per sequence.
         select: callable `(log_probs (B, V), index) -> int32 (B,)`.
         no_repeat_ngram_size: int or `None`. See `block_repeated_ngrams`.
+        stop_when_running: int, int32 scalar tensor or `None`. Also stop the loop once
+            at most this many sequences have not finished (see `beam_search`).
 
     Returns:
         A dict: `"token_ids"` int32 `(B, buffer_length)` without the start token,
         `"scores"` float32 `(B,)` (the summed log-probabilities of the chosen tokens)
         `"log_probs"` float32 `(B, buffer_length)` (one per token, 0 after the end)
-        and `"num_steps"` (decoder steps taken).
+        `"num_steps"` (decoder steps taken) and `"done"` bool `(B,)` (the sequence
+        emitted `END_ID`).
     """
     tokens = ops.concatenate(
         [ops.full((batch_size, 1), START_ID, "int32"),
@@ -45,7 +48,10 @@ def decode_token_by_token(step, batch_size, buffer_length, max_steps, select,
     )
 
     def cond(index, tokens, finished, scores, log_probs, cache):
-        return ops.logical_and(index < max_steps, ops.logical_not(ops.all(finished)))
+        running = ops.sum(ops.cast(ops.logical_not(finished), "int32"))
+        if stop_when_running is None:
+            return ops.logical_and(index < max_steps, running > 0)
+        return ops.logical_and(index < max_steps, running > stop_when_running)
 
     def body(index, tokens, finished, scores, log_probs, cache):
         step_log_probs, cache = step(ops.take(tokens, index, axis=1), index, cache)
@@ -59,12 +65,13 @@ def decode_token_by_token(step, batch_size, buffer_length, max_steps, select,
         finished = ops.logical_or(finished, ops.equal(next_tokens, END_ID))
         return index + 1, tokens, finished, scores + token_log_probs, log_probs, cache
 
-    num_steps, tokens, _, scores, log_probs, _ = ops.while_loop(cond, body, state)
+    num_steps, tokens, finished, scores, log_probs, _ = ops.while_loop(cond, body, state)
     return {"token_ids": tokens[:, 1:], "scores": scores, "log_probs": log_probs,
-            "num_steps": num_steps}
+            "num_steps": num_steps, "done": finished}
 
 
-def greedy_search(step, batch_size, buffer_length, max_steps, no_repeat_ngram_size=None):
+def greedy_search(step, batch_size, buffer_length, max_steps, no_repeat_ngram_size=None,
+                  stop_when_running=None):
     """Greedy decoding with a `DecoderStep`; see `decode_token_by_token` for the output.
 
     Example:
@@ -79,4 +86,5 @@ def greedy_search(step, batch_size, buffer_length, max_steps, no_repeat_ngram_si
     return decode_token_by_token(
         step, batch_size, buffer_length, max_steps,
         lambda log_probs, index: ops.argmax(log_probs, axis=-1), no_repeat_ngram_size,
+        stop_when_running,
     )

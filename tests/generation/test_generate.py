@@ -1,8 +1,15 @@
+import importlib
+
+import keras
 import numpy as np
 import pytest
 
 from keras_transformer.generation import generate
 from keras_transformer.generation.generate import _compiled
+from keras_transformer.special_tokens import END_ID
+
+# The module (the package's `generate` attribute is the function).
+generate_module = importlib.import_module("keras_transformer.generation.generate")
 
 
 @pytest.mark.parametrize("method", ["greedy", "beam", "sample"])
@@ -17,18 +24,24 @@ def test_compiled_equals_eager(random_model, source_ids, method):
 
 
 def test_compiled_function_is_reused_across_batches(random_model, source_ids):
-    generate(random_model, source_ids, max_length=9)  # batch 3 -> padded to 4
+    # One search per batch here (no smaller second batch), so each bucket traces once.
+    generate(random_model, source_ids, max_length=9, shrink_batch=False)  # 3 -> 4 rows
     functions = dict(_compiled[random_model])
     search = functions[("greedy", 16, (), True)]
     count = tracing_count(search)
-    generate(random_model, source_ids[::-1, :5].copy(), max_length=12)  # same buckets
-    generate(random_model, np.concatenate([source_ids, source_ids[:1]]), max_length=5)
+    assert count >= 1 or keras.backend.backend() == "torch"
+    generate(random_model, source_ids[::-1, :5].copy(), max_length=12,
+             shrink_batch=False)  # same buckets
+    generate(random_model, np.concatenate([source_ids, source_ids[:1]]), max_length=5,
+             shrink_batch=False)
     assert _compiled[random_model] == functions
     assert tracing_count(search) == count
 
 
 def tracing_count(search):
     """How often the compiled search was traced (TensorFlow and JAX), else 0."""
+    if hasattr(search, "by_shape"):  # TensorFlow: one function per padded shape
+        return sum(f.experimental_get_tracing_count() for f in search.by_shape.values())
     if hasattr(search, "experimental_get_tracing_count"):
         return search.experimental_get_tracing_count()
     compiled = getattr(search, "compiled", None)
@@ -91,3 +104,61 @@ def test_wrong_rank(random_model, ids):
 def test_float_ids_are_rejected(random_model):
     with pytest.raises(ValueError, match="integer ids"):
         generate(random_model, np.ones((1, 3), "float32"))
+
+
+def counting_searches(monkeypatch):
+    """Patch `generate` to count its compiled searches' calls; returns the call list."""
+    calls = []
+    original = generate_module._search_function
+
+    def search_function(*args):
+        search = original(*args)
+
+        def counted(encoder_token_ids, *rest):
+            calls.append(int(encoder_token_ids.shape[0]))
+            return search(encoder_token_ids, *rest)
+
+        return counted
+
+    monkeypatch.setattr(generate_module, "_search_function", search_function)
+    return calls
+
+
+def mixed_batch(rng):
+    """28 copy-task sources, which end within 9 steps, and 4 much longer ones."""
+    from tests.generation.conftest import VOCABULARY_SIZE, copy_batch
+
+    short = copy_batch(rng, 28)[0]
+    long = np.concatenate([rng.integers(4, VOCABULARY_SIZE, (4, 24)),
+                           np.full((4, 1), END_ID)], axis=1).astype("int32")
+    batch = np.zeros((32, 25), "int32")
+    batch[:28, : short.shape[1]] = short
+    batch[28:] = long
+    return batch[rng.permutation(32)]
+
+
+@pytest.mark.parametrize("method", ["greedy", "beam"])
+def test_shrinking_the_batch_gives_the_same_tokens(trained_model, monkeypatch, method):
+    batch = mixed_batch(np.random.default_rng(3))
+    whole = generate(trained_model, batch, method, shrink_batch=False)
+    calls = counting_searches(monkeypatch)
+    shrunk = generate(trained_model, batch, method)
+    # The long sources were searched again in a smaller batch, and gave the same tokens.
+    assert len(calls) >= 2 and calls[0] == 32 and calls[1] <= 8, calls
+    np.testing.assert_array_equal(shrunk["token_ids"], whole["token_ids"])
+    np.testing.assert_allclose(shrunk["scores"], whole["scores"], atol=1e-4)
+    if method == "beam":
+        np.testing.assert_array_equal(shrunk["nbest_token_ids"], whole["nbest_token_ids"])
+        np.testing.assert_allclose(shrunk["nbest_scores"], whole["nbest_scores"], atol=1e-4)
+    assert shrunk["max_length"] == whole["max_length"]
+
+
+def test_sampling_keeps_its_batch_whole(trained_model, monkeypatch):
+    calls = counting_searches(monkeypatch)
+    generate(trained_model, mixed_batch(np.random.default_rng(3)), "sample", seed=1)
+    assert calls == [32]
+
+
+def test_shrink_batch_must_be_a_bool(random_model, source_ids):
+    with pytest.raises(ValueError, match="shrink_batch"):
+        generate(random_model, source_ids, shrink_batch="yes")
