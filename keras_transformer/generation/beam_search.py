@@ -68,8 +68,10 @@ def beam_search(step, batch_size, buffer_length, max_steps, beam_size=4, alpha=0
     Args:
         step: a `DecoderStep` over `batch_size * beam_size` rows (`b * K + k`).
         batch_size: int. B.
-        buffer_length: int. Static length of the output buffers (>= `max_steps`).
-        max_steps: int or int32 scalar tensor. Most tokens per hypothesis.
+        buffer_length: int. Static length of the output buffers. The loop stops there
+            when it is below `max_steps` (sentences not done are then unfinished).
+        max_steps: int or int32 scalar tensor. Most tokens per hypothesis (it also
+            bounds what a live hypothesis can still score).
         beam_size: int. K. Defaults to `4` (the paper).
         alpha: float >= 0. Length penalty exponent. Defaults to `0.6` (the paper).
         no_repeat_ngram_size: int or `None`. See `block_repeated_ngrams`.
@@ -123,12 +125,13 @@ def beam_search(step, batch_size, buffer_length, max_steps, beam_size=4, alpha=0
         cache=step.cache,
     )
     max_penalty = length_penalty(max_steps, alpha)
+    steps_bound = ops.minimum(max_steps, buffer_length)
 
     def cond(state):
         running = ops.sum(ops.cast(ops.logical_not(state.done), "int32"))
         if stop_when_running is None:
-            return ops.logical_and(state.index < max_steps, running > 0)
-        return ops.logical_and(state.index < max_steps, running > stop_when_running)
+            return ops.logical_and(state.index < steps_bound, running > 0)
+        return ops.logical_and(state.index < steps_bound, running > stop_when_running)
 
     def body(state):
         index, done = state.index, state.done

@@ -12,6 +12,7 @@ for debugging.
 """
 
 import contextlib
+import functools
 import weakref
 
 import keras
@@ -116,12 +117,13 @@ def _compile(model, search):
 
         # One function per padded shape: each shape is its own XLA program anyway, and
         # one function traced for many shapes makes TensorFlow warn about retracing.
+        # (TensorFlow counts traces per code object; a `partial` is counted alone.)
         by_shape = {}
 
         def search_by_shape(encoder_token_ids, *args):
             shape = tuple(encoder_token_ids.shape)
             if shape not in by_shape:
-                by_shape[shape] = tf.function(_copy_of(search), jit_compile=True,
+                by_shape[shape] = tf.function(functools.partial(search), jit_compile=True,
                                               reduce_retracing=False)
             return by_shape[shape](encoder_token_ids, *args)
 
@@ -145,15 +147,6 @@ def _compile(model, search):
     return search  # PyTorch: the eager loop, run without gradients by `generate`
 
 
-def _copy_of(function):
-    """A new Python function calling `function` (TensorFlow counts traces per function)."""
-
-    def copy(*args):
-        return function(*args)
-
-    return copy
-
-
 def _no_gradients():
     """A context without gradient tracking for the eager search (PyTorch records them)."""
     if keras.backend.backend() == "torch":
@@ -163,29 +156,46 @@ def _no_gradients():
     return contextlib.nullcontext()
 
 
-def _search_in_shrinking_batches(search, ids, model, limit, seed, shrink):
-    """Run `search` on `ids` `(B, S)`; when `shrink`, rerun the sentences it left
-    running (at most a quarter of each batch) in a smaller batch until all are done.
+# The first search of a shrinking batch stops this many tokens past its longest source
+# (rounded up to a buffer of 16s); the few sentences still running are searched again
+# with the whole buffer. A shorter buffer makes every step cheaper: the cache that beam
+# search reorders and that attention reads is as long as the buffer.
+FIRST_SEARCH_SLACK = 8
+_OVER_THE_BUFFER = ("token_ids", "nbest_token_ids", "log_probs")
 
-    The reruns keep the first batch's source width and output limit, so each sentence
-    sees exactly the inputs it would have in one whole-batch search.
+
+def _search_in_shrinking_batches(search_for, ids, model, limit, seed, shrink):
+    """Search `ids` `(B, S)` with `search_for(buffer_length)`; when `shrink`, search the
+    sentences left running, by a short first buffer or once at most a quarter of the
+    batch runs, again in a smaller batch with the whole buffer, until all are done.
+
+    Every search keeps the first batch's source width and output limit, so each
+    sentence sees exactly the inputs it would have in one whole-batch search.
     """
+    buffer_length = search_buffer_length(limit, model)
+    if shrink:
+        longest = int(max_or_zero(source_lengths(ids)))
+        first_buffer = search_buffer_length(min(limit, longest + FIRST_SEARCH_SLACK), model)
     pending = np.arange(ids.shape[0])
-    result, num_steps = {}, 0
+    result, num_steps, first = {}, 0, True
     while pending.size:
+        buffer, first = (first_buffer if shrink and first else buffer_length), False
         stop_when_running = pending.size // 4 if shrink else 0
-        outputs = search(pad_sources(ids[pending], model),
-                         keras.ops.convert_to_tensor(np.int32(limit)),
-                         keras.ops.convert_to_tensor(np.int32(seed)),
-                         keras.ops.convert_to_tensor(np.int32(stop_when_running)))
+        outputs = search_for(buffer)(
+            pad_sources(ids[pending], model), keras.ops.convert_to_tensor(np.int32(limit)),
+            keras.ops.convert_to_tensor(np.int32(seed)),
+            keras.ops.convert_to_tensor(np.int32(stop_when_running)))
         outputs = {name: keras.ops.convert_to_numpy(value) for name, value in outputs.items()}
         steps = int(outputs.pop("num_steps"))
         num_steps = max(num_steps, steps)
         done = outputs.pop("done")[: pending.size] | (steps >= limit)
         for name, value in outputs.items():
-            if name not in result:
-                result[name] = np.zeros((ids.shape[0],) + value.shape[1:], value.dtype)
-            result[name][pending[done]] = value[: pending.size][done]
+            if name not in result:  # outputs over the buffer get the whole one
+                width = (buffer_length,) if name in _OVER_THE_BUFFER else ()
+                shape = (ids.shape[0],) + value.shape[1:len(value.shape) - len(width)] + width
+                result[name] = np.zeros(shape, value.dtype)  # PAD_ID and log-prob 0
+            columns = (Ellipsis, slice(value.shape[-1])) if value.ndim > 1 else ()
+            result[name][(pending[done], *columns)] = value[: pending.size][done]
         pending = pending[~done]
     result["num_steps"] = num_steps
     return result
@@ -282,7 +292,6 @@ def generate(
         raise ValueError("`encoder_token_ids` must hold at least one sequence. Received none.")
 
     limit = int(output_limit(source_lengths(ids), max_length, model, max_length_offset))
-    buffer_length = search_buffer_length(limit, model)
 
     if method == "beam":
         options = {"beam_size": beam_size, "alpha": float(alpha)}
@@ -294,10 +303,12 @@ def generate(
         options["no_repeat_ngram_size"] = no_repeat_ngram_size
     if seed is None:
         seed = int(np.random.randint(0, 2**31 - 1))
-    search = _search_function(model, method, buffer_length, options, jit_compile)
+    def search_for(buffer_length):
+        return _search_function(model, method, buffer_length, options, jit_compile)
+
     with _no_gradients():
         result = _search_in_shrinking_batches(
-            search, ids, model, limit, seed % 2**31,
+            search_for, ids, model, limit, seed % 2**31,
             shrink_batch and method != "sample")
     tokens = result["nbest_token_ids"] if method == "beam" else result["token_ids"]
     longest = int(longest_output(tokens))

@@ -21,7 +21,8 @@ def decode_token_by_token(step, batch_size, buffer_length, max_steps, select,
     Args:
         step: a `DecoderStep` over `batch_size` sequences.
         batch_size: int. B.
-        buffer_length: int. Static length of the output buffer (>= `max_steps`).
+        buffer_length: int. Static length of the output buffer; the loop stops there
+            when it is below `max_steps`.
         max_steps: int or int32 scalar tensor. Most tokens per sequence.
         select: callable `(log_probs (B, V), index) -> int32 (B,)`.
         no_repeat_ngram_size: int or `None`. See `block_repeated_ngrams`.
@@ -47,11 +48,13 @@ def decode_token_by_token(step, batch_size, buffer_length, max_steps, select,
         step.cache,
     )
 
+    steps_bound = ops.minimum(max_steps, buffer_length)
+
     def cond(index, tokens, finished, scores, log_probs, cache):
         running = ops.sum(ops.cast(ops.logical_not(finished), "int32"))
         if stop_when_running is None:
-            return ops.logical_and(index < max_steps, running > 0)
-        return ops.logical_and(index < max_steps, running > stop_when_running)
+            return ops.logical_and(index < steps_bound, running > 0)
+        return ops.logical_and(index < steps_bound, running > stop_when_running)
 
     def body(index, tokens, finished, scores, log_probs, cache):
         step_log_probs, cache = step(ops.take(tokens, index, axis=1), index, cache)

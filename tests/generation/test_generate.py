@@ -162,3 +162,21 @@ def test_sampling_keeps_its_batch_whole(trained_model, monkeypatch):
 def test_shrink_batch_must_be_a_bool(random_model, source_ids):
     with pytest.raises(ValueError, match="shrink_batch"):
         generate(random_model, source_ids, shrink_batch="yes")
+
+
+@pytest.mark.parametrize("method", ["greedy", "beam"])
+def test_a_sentence_longer_than_the_first_buffer_is_searched_again(random_model, monkeypatch,
+                                                                    method):
+    # The random model rarely ends: the first search stops at its short buffer (the
+    # source + 8, rounded up to 16) and the sentence is searched again with the whole one.
+    source = np.array([[5, 6, 7, 8, 9, 3]], "int32")
+    whole = generate(random_model, source, method, max_length=40, shrink_batch=False)
+    buffers = []
+    original = generate_module._search_function
+    monkeypatch.setattr(generate_module, "_search_function",
+                        lambda *args: buffers.append(args[2]) or original(*args))
+    shrunk = generate(random_model, source, method, max_length=40)
+    assert whole["token_ids"].shape[1] > 16  # it ran past the first buffer
+    assert buffers == [16, 48], buffers
+    np.testing.assert_array_equal(shrunk["token_ids"], whole["token_ids"])
+    np.testing.assert_allclose(shrunk["scores"], whole["scores"], atol=1e-4)
