@@ -136,17 +136,22 @@ def beam_search(step, batch_size, buffer_length, max_steps, beam_size=4, alpha=0
     def body(state):
         index, done = state.index, state.done
         inputs = ops.reshape(ops.take(state.live_tokens, index, axis=2), (-1,))
-        log_probs, cache = step(inputs, index, state.cache)  # (B * K, V)
-        log_probs = block_repeated_ngrams(
-            log_probs, ops.reshape(state.live_tokens, (batch_size * k, width)), index,
+        logits, cache = step.logits(inputs, index, state.cache)  # (B * K, V)
+        normalizer = ops.logsumexp(logits, axis=-1, keepdims=True)  # log-probs = logits - it
+        logits = block_repeated_ngrams(
+            logits, ops.reshape(state.live_tokens, (batch_size * k, width)), index,
             no_repeat_ngram_size)
-        vocabulary_size = ops.shape(log_probs)[-1]
-        log_probs = ops.reshape(log_probs, (batch_size, k, vocabulary_size))
-        candidates = ops.reshape(state.live_log_probs[:, :, None] + log_probs,
+        # The 2K best of a sentence's K * V continuations are among the 2K best of each
+        # beam: rank each beam's V tokens first, then its K * 2K survivors (the same
+        # choice as one top-k over K * V, ties included, on far fewer values).
+        row_logits, row_tokens = ops.top_k(logits, 2 * k)  # (B * K, 2K)
+        row_log_probs = ops.reshape(row_logits - normalizer, (batch_size, k, 2 * k))
+        candidates = ops.reshape(state.live_log_probs[:, :, None] + row_log_probs,
                                  (batch_size, -1))
         top_log_probs, top_indices = ops.top_k(candidates, 2 * k)  # (B, 2K)
-        top_beams = top_indices // vocabulary_size
-        top_tokens = ops.cast(top_indices % vocabulary_size, "int32")
+        top_beams = top_indices // (2 * k)
+        top_tokens = ops.cast(ops.take_along_axis(
+            ops.reshape(row_tokens, (batch_size, -1)), top_indices, axis=1), "int32")
         top_sequences = ops.slice_update(
             gather(state.live_tokens, top_beams), [0, 0, index + 1], top_tokens[:, :, None]
         )

@@ -15,6 +15,14 @@ from keras_transformer.numerics import LOWEST_SCORE
 from keras_transformer.special_tokens import PAD_ID, START_ID
 
 
+def masked_logits(logits):
+    """Float32 logits with `PAD_ID` and `START_ID` set to `LOWEST_SCORE`; `(..., V)`."""
+    logits = ops.cast(logits, "float32")
+    vocabulary = ops.arange(ops.shape(logits)[-1])
+    banned = ops.logical_or(ops.equal(vocabulary, PAD_ID), ops.equal(vocabulary, START_ID))
+    return ops.where(banned, LOWEST_SCORE, logits)
+
+
 def log_probs_of(logits):
     """Float32 log-probabilities over the vocabulary, `PAD_ID` and `START_ID` excluded.
 
@@ -26,10 +34,7 @@ def log_probs_of(logits):
     >>> np.exp(np.asarray(log_probs)).round(2).tolist()
     [[0.0, 0.25, 0.0, 0.25, 0.25, 0.25]]
     """
-    logits = ops.cast(logits, "float32")
-    vocabulary = ops.arange(ops.shape(logits)[-1])
-    banned = ops.logical_or(ops.equal(vocabulary, PAD_ID), ops.equal(vocabulary, START_ID))
-    return ops.log_softmax(ops.where(banned, LOWEST_SCORE, logits), axis=-1)
+    return ops.log_softmax(masked_logits(logits), axis=-1)
 
 
 class DecoderStep:
@@ -66,10 +71,16 @@ class DecoderStep:
 
     def __call__(self, token_ids, index, cache):
         """Feed `token_ids` `(B,)` at position `index`: -> (float32 log-probs `(B, V)`, cache)."""
+        logits, cache = self.logits(token_ids, index, cache)
+        return ops.log_softmax(logits, axis=-1), cache
+
+    def logits(self, token_ids, index, cache):
+        """As `__call__`, but `masked_logits` `(B, V)`: the log-probabilities plus a
+        per-row constant (beam search ranks them within a row before normalizing)."""
         logits, cache = self.model.decode_step(
             ops.expand_dims(token_ids, 1), index, cache, self.encoder_padding_mask
         )
-        return log_probs_of(logits[:, 0, :]), cache
+        return masked_logits(logits[:, 0, :]), cache
 
     @staticmethod
     def reorder(cache, rows):
