@@ -9,9 +9,15 @@ and CTranslate2's `max_batch_size` do. Rows:
 
 - ours, `kt.generate` compiled with XLA (float32 compute, as CTranslate2 float32: a
   model trained under mixed precision is decoded by a float32 copy in every row of ours);
+- the same with `shrink_batch=False`: every batch searched whole until its last
+  sentence ends (how `generate` worked before it searched the last quarter again in a
+  smaller batch);
 - ours through the exported SavedModel (`export_saved_model`, XLA inside);
 - ours after Keras's post-training `model.quantize("int8")` (XLA);
-- CTranslate2 float32 and int8 (`export_ctranslate2`, `quantization="int8"`).
+- CTranslate2 float32 and int8 (`export_ctranslate2`, `quantization="int8"`);
+- KerasHub's `GreedySampler` / `BeamSampler` (XLA) on the KerasHub-layers model holding
+  our weights (`keras_hub_baseline.keras_hub_copy_of`: the same logits), which runs the
+  whole decoder over the prompt at every step, as the keras.io recipe does.
 
 All rows decode alike: no length penalty (ours `alpha=0`, CTranslate2
 `length_penalty=0`; their penalties differ, see the export guide), at most
@@ -32,6 +38,8 @@ import tempfile
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 OURS = "ours, XLA"
 
@@ -73,23 +81,73 @@ def timed(translate, sources, batch_size, lengths):
     return strings, tokens / (time.perf_counter() - start)
 
 
-def our_runner(model, tokenizer, beam_size, max_length, max_sequence_length):
+def padded_sources(tokenizer, sentences, max_sequence_length):
+    """Source ids `(B, S)`: pieces then the end token, padded to the longest."""
+    from keras_transformer.special_tokens import PAD_ID, with_end
+
+    ids = [with_end(row, max_sequence_length) for row in tokenizer.encode_as_ids(sentences)]
+    padded = np.full((len(ids), max(map(len, ids))), PAD_ID, "int32")
+    for row, values in enumerate(ids):
+        padded[row, : len(values)] = values
+    return padded
+
+
+def strings_and_count(tokenizer, token_ids):
+    """The detokenized outputs and their number of target tokens (no end, no padding)."""
+    from keras_transformer.special_tokens import END_ID, PAD_ID
+
+    count = int(np.sum((token_ids != PAD_ID) & (token_ids != END_ID)))
+    return list(tokenizer.decode_ids(token_ids)), count
+
+
+def our_runner(model, tokenizer, beam_size, max_length, max_sequence_length,
+               shrink_batch=True):
     from keras_transformer.generation import generate
-    from keras_transformer.special_tokens import END_ID, PAD_ID, with_end
 
     method = "greedy" if beam_size == 1 else "beam"
 
     def translate(sentences):
-        ids = [with_end(row, max_sequence_length) for row in tokenizer.encode_as_ids(sentences)]
-        padded = np.full((len(ids), max(map(len, ids))), PAD_ID, "int32")
-        for row, values in enumerate(ids):
-            padded[row, : len(values)] = values
-        out = generate(model, padded, method, beam_size=beam_size, alpha=0.0,
-                       max_length=max_length)["token_ids"]
-        count = int(np.sum((out != PAD_ID) & (out != END_ID)))
-        return list(tokenizer.decode_ids(out)), count
+        out = generate(model, padded_sources(tokenizer, sentences, max_sequence_length),
+                       method, beam_size=beam_size, alpha=0.0, max_length=max_length,
+                       shrink_batch=shrink_batch)
+        return strings_and_count(tokenizer, out["token_ids"])
 
     return translate
+
+
+def keras_hub_runner(copy, tokenizer, beam_size, max_length, max_sequence_length):
+    """KerasHub's sampler on `copy` (`keras_hub_copy_of`), with our limit as the prompt."""
+    from keras_hub_baseline import sampler_search
+
+    from keras_transformer.generation.search_input import MAX_LENGTH_OFFSET, round_up
+    from keras_transformer.special_tokens import PAD_ID
+
+    search = sampler_search(copy, "greedy" if beam_size == 1 else "beam", beam_size)
+
+    def translate(sentences):
+        ids = padded_sources(tokenizer, sentences, max_sequence_length)
+        width = round_up(ids.shape[1], 16)  # as ours, to bound the compiled shapes
+        ids = np.pad(ids, [(0, 0), (0, width - ids.shape[1])], constant_values=PAD_ID)
+        longest = int(np.max(np.sum(ids != PAD_ID, axis=1)))
+        limit = min(longest + MAX_LENGTH_OFFSET, max_length)
+        return strings_and_count(tokenizer, search(ids, limit + 1))  # + the start token
+
+    return translate
+
+
+def keras_hub_model(model):
+    """The KerasHub-layers copy of `model`, with padding and the start token banned as in
+    every other row (their output biases set to -1e9)."""
+    from keras_hub_baseline import keras_hub_copy_of
+
+    from keras_transformer.special_tokens import PAD_ID, START_ID
+
+    copy = keras_hub_copy_of(model)
+    output = copy.decoder.get_layer("output")
+    bias = np.asarray(output.bias.numpy()).copy()
+    bias[[PAD_ID, START_ID]] = -1e9
+    output.bias.assign(bias)
+    return copy
 
 
 def saved_model_runner(path):
@@ -134,7 +192,8 @@ def ctranslate2_runner(path, tokenizer, beam_size, max_length, max_sequence_leng
     return translate
 
 
-ROWS = ("ours", "saved_model", "keras_int8", "ct2_float32", "ct2_int8")
+ROWS = ("ours", "ours_whole_batch", "saved_model", "keras_int8", "ct2_float32", "ct2_int8",
+        "keras_hub")
 
 
 def benchmark(model_dir, sentences=None, threads=2, max_length=128, data=None, rows=ROWS,
@@ -179,6 +238,7 @@ def benchmark(model_dir, sentences=None, threads=2, max_length=128, data=None, r
         int8_model = float32_model(keras.models.load_model(
             os.path.join(model_dir, "model.keras")))
         int8_model.quantize("int8")
+    hub_model = keras_hub_model(model) if "keras_hub" in rows else None
 
     results = []
     for beam_size, batch_size in ((1, 1), (4, 32)):
@@ -186,6 +246,10 @@ def benchmark(model_dir, sentences=None, threads=2, max_length=128, data=None, r
         if "ours" in rows:
             runners[OURS] = our_runner(model, tokenizer, beam_size, max_length,
                                        max_sequence_length)
+        if "ours_whole_batch" in rows and batch_size > 1:
+            runners["ours, XLA, whole batch"] = our_runner(
+                model, tokenizer, beam_size, max_length, max_sequence_length,
+                shrink_batch=False)
         if "saved_model" in rows:
             path = os.path.join(work_dir, f"saved_model_beam{beam_size}")
             translator = Translator(model, tokenizer, max_sequence_length=max_sequence_length)
@@ -200,6 +264,9 @@ def benchmark(model_dir, sentences=None, threads=2, max_length=128, data=None, r
             if name in ct2_paths:
                 runners[label] = ctranslate2_runner(ct2_paths[name], tokenizer, beam_size,
                                                     max_length, max_sequence_length, threads)
+        if hub_model is not None:
+            runners["KerasHub sampler, XLA"] = keras_hub_runner(
+                hub_model, tokenizer, beam_size, max_length, max_sequence_length)
         ours = None
         for label, translate in runners.items():
             strings, speed = timed(translate, sources, batch_size, lengths)

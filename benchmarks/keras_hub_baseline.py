@@ -30,8 +30,11 @@ from keras_transformer.generation import Translator
 
 
 def build_keras_hub_transformer(preset="small", *, vocabulary_size, max_sequence_length=128,
-                                **overrides):
+                                activation="relu", layer_norm_epsilon=1e-6, **overrides):
     """The recipe's encoder-decoder, sized like `kt.PRESETS[preset]` (with `overrides`).
+
+    `activation` (the feed-forward's) and `layer_norm_epsilon` default to our
+    `Transformer`'s defaults.
 
     Returns a functional `keras.Model` with our input names and float32 logits
     `(B, T, V)`, plus the attributes `hidden_dim` (read by `compile_transformer`),
@@ -49,11 +52,13 @@ def build_keras_hub_transformer(preset="small", *, vocabulary_size, max_sequence
     hidden_dim = config["hidden_dim"]
     normalize_first = config.get("normalize_first", False)
     block_args = dict(intermediate_dim=config["intermediate_dim"], num_heads=config["num_heads"],
-                      dropout=config["dropout"], layer_norm_epsilon=1e-6,
-                      normalize_first=normalize_first)
+                      dropout=config["dropout"], activation=activation,
+                      layer_norm_epsilon=layer_norm_epsilon, normalize_first=normalize_first)
 
     def final_norm(x, name):
-        return keras.layers.LayerNormalization(epsilon=1e-6, name=name)(x) if normalize_first else x
+        if not normalize_first:
+            return x
+        return keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name=name)(x)
 
     def embedding(name):
         return keras_hub.layers.TokenAndPositionEmbedding(
@@ -87,6 +92,138 @@ def build_keras_hub_transformer(preset="small", *, vocabulary_size, max_sequence
     model.encoder = encoder
     model.decoder = decoder
     return model
+
+
+def keras_hub_copy_of(model, *, max_sequence_length=None):
+    """The baseline at `model`'s size holding `model`'s weights: the same float32 logits.
+
+    `model` is a `keras_transformer.Transformer` (any precision; the copy computes in
+    float32). Its configuration sets the copy's size (layers, widths, heads, pre- or
+    post-LN, activation, layer-norm epsilon, vocabulary), and every weight maps onto
+    KerasHub's layers:
+
+    - the shared token table, times `sqrt(hidden_dim)` (our embedding's scaling, which
+      `TokenAndPositionEmbedding` lacks), into both stacks' token embeddings;
+    - positions into both stacks' learned position tables: ours when learned, else
+      our interleaved sinusoids of `keras_transformer.layers.position_embedding`
+      tabulated for positions `0 .. max_sequence_length - 1`;
+    - the output `Dense`: the unscaled token table transposed (ours is tied to the
+      embedding) with a zero bias (ours has none);
+    - each attention's query/key/value kernels `(D, N, H)`, biases `(N, H)` and output
+      kernel `(N, H, D)`, bias `(D,)`, which are `keras.layers.MultiHeadAttention`'s
+      layouts; each block's layer norms and feed-forward; with `normalize_first` the
+      final `encoder_norm` and `decoder_norm`.
+
+    Dropout stays the model's rate (used only in training, where KerasHub applies the
+    one rate to the attention weights too).
+
+    Args:
+        model: a `keras_transformer.Transformer`.
+        max_sequence_length: int or `None`. Positions the copy covers; defaults to
+            `model.max_sequence_length`. Sinusoids have no limit, the copy's table has
+            one; a learned table can be cut to at most its length.
+
+    Raises:
+        ValueError: when `model` holds something KerasHub's layers cannot: a position
+            embedding other than `"sinusoidal"` or `"learned"`, or more positions than
+            a learned table has.
+
+    Example:
+    >>> model = kt.build_transformer("tiny", vocabulary_size=50, num_layers=1,
+    ...                              max_sequence_length=16)
+    >>> copy = keras_hub_copy_of(model)
+    >>> ids = {"encoder_token_ids": np.array([[5, 6, 3, 0]], "int32"),
+    ...        "decoder_token_ids": np.array([[2, 7, 8]], "int32")}
+    >>> bool(np.abs(np.asarray(copy(ids)) - np.asarray(model(ids))).max() < 1e-4)
+    True
+    """
+    from keras_transformer.layers.position_embedding import sinusoids
+
+    config = model.get_config()
+    hidden_dim = config["hidden_dim"]
+    position_embedding = config["position_embedding"]
+    if position_embedding not in ("sinusoidal", "learned"):
+        raise ValueError("`position_embedding` must be 'sinusoidal' or 'learned' to map onto "
+                         "KerasHub's TokenAndPositionEmbedding. Received: "
+                         f"position_embedding={position_embedding!r}")
+    if max_sequence_length is None:
+        max_sequence_length = config["max_sequence_length"]
+    if position_embedding == "learned" and max_sequence_length > config["max_sequence_length"]:
+        raise ValueError(
+            f"`max_sequence_length` ({max_sequence_length}) exceeds the learned position "
+            f"table of the model ({config['max_sequence_length']} positions).")
+
+    previous_policy = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("float32")
+    try:
+        copy = build_keras_hub_transformer(
+            "tiny", vocabulary_size=config["vocabulary_size"],
+            max_sequence_length=max_sequence_length, activation=config["activation"],
+            layer_norm_epsilon=config["layer_norm_epsilon"],
+            num_layers=config["num_layers"], hidden_dim=hidden_dim,
+            intermediate_dim=config["intermediate_dim"], num_heads=config["num_heads"],
+            dropout=config["dropout"], normalize_first=config["normalize_first"])
+    finally:
+        keras.config.set_dtype_policy(previous_policy)
+
+    def assign(target, source):
+        source = np.asarray(keras.ops.convert_to_numpy(source), "float32")
+        if source.size != np.prod(target.shape):
+            raise ValueError(f"Cannot copy a weight of shape {source.shape} into "
+                             f"{target.path} {tuple(target.shape)}.")
+        target.assign(source.reshape(target.shape))
+
+    def assign_dense(target, source):
+        assign(target.kernel, source.kernel)
+        assign(target.bias, source.bias)
+
+    def assign_norm(target, source):
+        assign(target.gamma, source.gamma)
+        assign(target.beta, source.beta)
+
+    def assign_attention(target, source):
+        for name in ("_query_dense", "_key_dense", "_value_dense", "_output_dense"):
+            assign_dense(getattr(target, name), getattr(source, name))
+
+    def assign_feed_forward(target, source):
+        assign_dense(target._feedforward_intermediate_dense, source._intermediate_dense)
+        assign_dense(target._feedforward_output_dense, source._output_dense)
+
+    table = np.asarray(keras.ops.convert_to_numpy(model.token_embedding.embeddings), "float32")
+    for stack in ("encoder", "decoder"):
+        embedding = getattr(copy, stack).get_layer(f"{stack}_embedding")
+        assign(embedding.token_embedding.embeddings, table * np.float32(np.sqrt(hidden_dim)))
+        positions = getattr(model, f"{stack}_position_embedding")
+        if position_embedding == "learned":
+            positions = keras.ops.convert_to_numpy(positions.position_embeddings)
+            positions = positions[:max_sequence_length]
+        else:
+            positions = sinusoids(np.arange(max_sequence_length), hidden_dim,
+                                  positions.max_wavelength)
+        assign(embedding.position_embedding.position_embeddings, positions)
+
+    for i, block in enumerate(model.encoder_blocks):
+        layer = copy.encoder.get_layer(f"encoder_{i}")
+        assign_attention(layer._self_attention_layer, block._self_attention)
+        assign_norm(layer._self_attention_layer_norm, block._self_attention_norm)
+        assign_feed_forward(layer, block._feed_forward)
+        assign_norm(layer._feedforward_layer_norm, block._feed_forward_norm)
+    for i, block in enumerate(model.decoder_blocks):
+        layer = copy.decoder.get_layer(f"decoder_{i}")
+        assign_attention(layer._self_attention_layer, block._self_attention)
+        assign_norm(layer._self_attention_layer_norm, block._self_attention_norm)
+        assign_attention(layer._cross_attention_layer, block._cross_attention)
+        assign_norm(layer._cross_attention_layer_norm, block._cross_attention_norm)
+        assign_feed_forward(layer, block._feed_forward)
+        assign_norm(layer._feedforward_layer_norm, block._feed_forward_norm)
+    if config["normalize_first"]:
+        assign_norm(copy.encoder.get_layer("encoder_norm"), model.encoder_norm)
+        assign_norm(copy.decoder.get_layer("decoder_norm"), model.decoder_norm)
+
+    output = copy.decoder.get_layer("output")
+    assign(output.kernel, table.T)
+    assign(output.bias, np.zeros(output.bias.shape, "float32"))
+    return copy
 
 
 def sampler_search(model, method="greedy", beam_size=4, jit_compile=True):
