@@ -32,6 +32,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 SIDES = ("ours", "keras_hub")
 METHODS = ("beam", "greedy")  # the first is the headline
 HARNESS_KEYS = ("max_steps", "max_minutes", "verbose")  # `train` arguments `--set` cannot change
+# The demo trains with `--precision auto`; both sides of a comparison need one precision.
+PINNED_PRECISION = "mixed_bfloat16"
 
 
 def recipe(changes=None):
@@ -44,6 +46,7 @@ def recipe(changes=None):
     (200, 0.3)
     """
     from keras_transformer.demo import DEMO_TRAINING
+    from keras_transformer.training.precision import AUTO
 
     for key in HARNESS_KEYS:
         if key in (changes or {}):
@@ -54,6 +57,8 @@ def recipe(changes=None):
     names = {field.name for field in dataclasses.fields(TrainingConfig)}
     arguments = DEMO_TRAINING.to_dict()
     overrides = arguments.pop("model_overrides")
+    if arguments["precision"] == AUTO:  # timed steps could pick differently for each side
+        arguments["precision"] = PINNED_PRECISION
     for key, value in (changes or {}).items():
         (arguments if key in names else overrides)[key] = value
     return arguments, overrides

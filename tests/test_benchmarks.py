@@ -225,13 +225,17 @@ def test_gpu_script_smoke_runs_on_cpu():
 
 
 def test_quality_recipe_is_the_demo_recipe():
-    from quality import recipe
+    import dataclasses
+
+    from quality import PINNED_PRECISION, recipe
 
     from keras_transformer.demo import DEMO_TRAINING
     from keras_transformer.training import TrainingConfig
 
     arguments, overrides = recipe()
-    assert TrainingConfig(**arguments, model_overrides=overrides) == DEMO_TRAINING
+    assert arguments["precision"] == PINNED_PRECISION
+    assert TrainingConfig(**arguments, model_overrides=overrides) == dataclasses.replace(
+        DEMO_TRAINING, precision=PINNED_PRECISION)
     assert arguments["preset"] == "small" and overrides == {"normalize_first": True}
 
 

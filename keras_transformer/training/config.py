@@ -17,7 +17,7 @@ import dataclasses
 
 from keras_transformer.models.presets import PRESETS
 from keras_transformer.training.distribution import STRATEGIES
-from keras_transformer.training.precision import PRECISIONS
+from keras_transformer.training.precision import AUTO, PRECISIONS
 
 # How long and how often a run works, and on what hardware: these may change when a
 # folder is resumed. Everything else is the recipe the saved model was trained with.
@@ -58,8 +58,9 @@ class TrainingConfig:
         str, STRATEGIES)
     devices: int = _setting(None, "split the CPU into N logical devices (data parallelism "
                             "without GPUs; on JAX, the first N devices)", int, metavar="N")
-    precision: str = _setting("float32", "dtype policy; loss and softmax stay float32", str,
-                              PRECISIONS)
+    precision: str = _setting("float32", "dtype policy; loss and softmax stay float32 "
+                              "(auto: the faster on this machine, timed over a few steps "
+                              "and saved in config.json)", str, (AUTO,) + PRECISIONS)
     tokens_per_batch: int = _setting(25_000, "token budget per replica and side (global "
                                      "batch = budget x replicas)", int)
     max_sequence_length: int = _setting(128, "longest sequence, special id included", int)
@@ -107,4 +108,5 @@ class TrainingConfig:
         explicitly this run) that contradict `saved` and may not change on resume."""
         return [(name, saved.get(name), getattr(self, name)) for name in sorted(given)
                 if name not in CHANGEABLE_ON_RESUME and name in saved
-                and saved[name] != getattr(self, name)]
+                and saved[name] != getattr(self, name)
+                and not (name == "precision" and self.precision == AUTO)]

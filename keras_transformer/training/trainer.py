@@ -52,11 +52,12 @@ from keras_transformer.training.callbacks import (
 from keras_transformer.training.compile import compile_transformer
 from keras_transformer.training.config import CHANGEABLE_ON_RESUME, RETIRED, TrainingConfig
 from keras_transformer.training.distribution import select_distribution
-from keras_transformer.training.precision import set_precision
+from keras_transformer.training.precision import AUTO, choose_precision, set_precision
 
 logger = logging.getLogger(__name__)
 
 # The settings config.json held at its top level before it saved a whole TrainingConfig.
+PRECISION_AUTO_KEY = "precision_auto"
 LEGACY_KEYS = ("preset", "model_overrides", "max_sequence_length", "tokens_per_batch",
                "precision", "sentences_only")
 
@@ -118,8 +119,13 @@ def train(data_dir, output_dir, config=None, **settings):
         config = _resume_config(output_dir, saved, config, given)
     keras.utils.set_random_seed(config.seed)
     distribution = select_distribution(config.strategy, config.devices)
-    set_precision(config.precision)
     multi_worker, chief = distribution.multi_worker, distribution.chief
+    if config.precision == AUTO and multi_worker:
+        raise ValueError("--precision auto cannot run with several workers: each would "
+                         "time its own steps and they could choose differently. Pass "
+                         "--precision float32 or mixed_bfloat16 (the same on every worker).")
+    if config.precision != AUTO:
+        set_precision(config.precision)
     # As TensorFlow recommends for MultiWorkerMirroredStrategy, non-chief workers save like
     # the chief (saving may read variables collectively), into a folder of their own.
     write_dir = output_dir if chief else tempfile.mkdtemp(prefix="keras-transformer-worker-")
@@ -128,7 +134,6 @@ def train(data_dir, output_dir, config=None, **settings):
     if chief:
         shutil.copyfile(os.path.join(data_dir, TOKENIZER_FILE),
                         os.path.join(output_dir, TOKENIZER_FILE))
-        _write_config(output_dir, config, tokenizer.vocabulary_size, data_dir)
 
     replicas = distribution.replicas
     train_pairs = load_training_pairs(data_dir, config.sentences_only)
@@ -163,14 +168,35 @@ def train(data_dir, output_dir, config=None, **settings):
                                        shuffle=False, pad_to_bucket=True,
                                        **batching).as_py_dataset()
 
-    with distribution.scope():
-        model = build_transformer(config.preset, vocabulary_size=tokenizer.vocabulary_size,
-                                  **config.model_overrides)
-        compile_transformer(model, warmup_steps=config.warmup_steps,
-                            learning_rate_scale=config.learning_rate_scale,
-                            label_smoothing=config.label_smoothing,
-                            jit_compile=config.jit_compile)
+    def new_model():
+        with distribution.scope():
+            model = build_transformer(config.preset, vocabulary_size=tokenizer.vocabulary_size,
+                                      **config.model_overrides)
+            compile_transformer(model, warmup_steps=config.warmup_steps,
+                                learning_rate_scale=config.learning_rate_scale,
+                                label_smoothing=config.label_smoothing,
+                                jit_compile=config.jit_compile)
+        return model
 
+    precision_auto = (saved or {}).get(PRECISION_AUTO_KEY)
+    if config.precision == AUTO:
+        def fit_steps(precision, steps, timer):
+            trial = new_model()
+            with distribution.fit_scope():
+                trial.fit(batches(0), steps_per_epoch=steps, epochs=1, callbacks=[timer],
+                          shuffle=False, verbose=0)
+
+        chosen, seconds = choose_precision(fit_steps)
+        logger.info("--precision auto chose %s (seconds per train step: %s).", chosen,
+                    ", ".join(f"{name} {value:.3f}" for name, value in seconds.items()))
+        precision_auto = {"chosen": chosen, "seconds_per_step": seconds}
+        config = dataclasses.replace(config, precision=chosen)
+        keras.utils.set_random_seed(config.seed)  # the same weights as without the trial
+    if chief:
+        _write_config(output_dir, config, tokenizer.vocabulary_size, data_dir, precision_auto)
+
+    model = new_model()
+    with distribution.scope():
         steps_done = _restore_backup(model, os.path.join(output_dir, BACKUP_DIR))
 
     limit = TrainingLimit(max_steps=config.max_steps, max_minutes=config.max_minutes)
@@ -308,8 +334,11 @@ def _resume_config(output_dir, saved, config, given):
     return dataclasses.replace(config, **kept)
 
 
-def _write_config(output_dir, config, vocabulary_size, data_dir):
+def _write_config(output_dir, config, vocabulary_size, data_dir, precision_auto=None):
+    content = {"vocabulary_size": vocabulary_size, "data_dir": os.path.abspath(data_dir),
+               "max_sequence_length": config.max_sequence_length,
+               "training": config.to_dict()}
+    if precision_auto:  # what `--precision auto` measured when the folder was started
+        content[PRECISION_AUTO_KEY] = precision_auto
     with open(os.path.join(output_dir, CONFIG_FILE), "w", encoding="utf-8") as file:
-        json.dump({"vocabulary_size": vocabulary_size, "data_dir": os.path.abspath(data_dir),
-                   "max_sequence_length": config.max_sequence_length,
-                   "training": config.to_dict()}, file, indent=2)
+        json.dump(content, file, indent=2)
