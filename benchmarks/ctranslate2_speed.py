@@ -196,10 +196,14 @@ ROWS = ("ours", "ours_whole_batch", "saved_model", "keras_int8", "ct2_float32", 
         "keras_hub")
 
 
+SETTINGS = ((1, 1), (4, 32))  # (beam size, batch size): CTranslate2's own protocol
+
+
 def benchmark(model_dir, sentences=None, threads=2, max_length=128, data=None, rows=ROWS,
-              work_dir=None):
-    """The table's rows (`rows` picks them) on the first `sentences` pairs of `data` (a
-    TSV; default: the test split of the data folder that config.json names)."""
+              work_dir=None, settings=SETTINGS):
+    """The table's rows (`rows` picks them) for each `(beam size, batch size)` of
+    `settings`, on the first `sentences` pairs of `data` (a TSV; default: the test split
+    of the data folder that config.json names)."""
     import keras
     import tensorflow as tf
 
@@ -241,7 +245,7 @@ def benchmark(model_dir, sentences=None, threads=2, max_length=128, data=None, r
     hub_model = keras_hub_model(model) if "keras_hub" in rows else None
 
     results = []
-    for beam_size, batch_size in ((1, 1), (4, 32)):
+    for beam_size, batch_size in settings:
         runners = {}
         if "ours" in rows:
             runners[OURS] = our_runner(model, tokenizer, beam_size, max_length,
@@ -300,6 +304,19 @@ def markdown(result):
     return "\n".join(lines)
 
 
+def setting(text):
+    """`"4x32"` -> `(4, 32)`: beam size 4 (1 is greedy) at batch size 32."""
+    try:
+        beam_size, batch_size = (int(part) for part in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not BEAMxBATCH, e.g. 4x32 (beam 4, batch 32) or 1x1 (greedy)"
+        ) from None
+    if beam_size < 1 or batch_size < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: beam and batch sizes must be >= 1")
+    return beam_size, batch_size
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="runs/demo/model", metavar="DIR",
@@ -311,8 +328,13 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--max-length", type=int, default=128, help="most output tokens")
     parser.add_argument("--output", default=None, metavar="JSON", help="write the result here")
+    parser.add_argument("--settings", type=setting, nargs="+", default=SETTINGS,
+                        metavar="BEAMxBATCH", help="beam size x batch size (default: 1x1 4x32)")
+    parser.add_argument("--rows", nargs="+", choices=ROWS, default=ROWS,
+                        help="which rows to run (default: all)")
     args = parser.parse_args()
-    result = benchmark(args.model, args.sentences, args.threads, args.max_length, args.data)
+    result = benchmark(args.model, args.sentences, args.threads, args.max_length, args.data,
+                       rows=args.rows, settings=args.settings)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as file:
             json.dump(result, file, indent=2)
