@@ -23,6 +23,7 @@ from keras_transformer.generation.greedy import greedy_search
 from keras_transformer.generation.ngram_blocking import check_no_repeat_ngram_size
 from keras_transformer.generation.sampling import sample
 from keras_transformer.generation.search_input import (
+    HOST_OPS,
     MAX_LENGTH_OFFSET,
     longest_output,
     max_or_zero,
@@ -46,7 +47,8 @@ def default_max_length(encoder_token_ids, offset=MAX_LENGTH_OFFSET):
     >>> default_max_length(np.array([[5, 6, 3, 0], [7, 3, 0, 0]]))
     53
     """
-    return int(max_or_zero(source_lengths(np.asarray(encoder_token_ids)))) + offset
+    lengths = source_lengths(np.asarray(encoder_token_ids), ops=HOST_OPS)
+    return int(max_or_zero(lengths, ops=HOST_OPS)) + offset
 
 
 def check_max_length_offset(max_length_offset):
@@ -174,7 +176,7 @@ def _search_in_shrinking_batches(search_for, ids, model, limit, seed, shrink):
     """
     buffer_length = search_buffer_length(limit, model)
     if shrink:
-        longest = int(max_or_zero(source_lengths(ids)))
+        longest = int(max_or_zero(source_lengths(ids, ops=HOST_OPS), ops=HOST_OPS))
         first_buffer = search_buffer_length(min(limit, longest + FIRST_SEARCH_SLACK), model)
     pending = np.arange(ids.shape[0])
     result, num_steps, first = {}, 0, True
@@ -182,7 +184,8 @@ def _search_in_shrinking_batches(search_for, ids, model, limit, seed, shrink):
         buffer, first = (first_buffer if shrink and first else buffer_length), False
         stop_when_running = pending.size // 4 if shrink else 0
         outputs = search_for(buffer)(
-            pad_sources(ids[pending], model), keras.ops.convert_to_tensor(np.int32(limit)),
+            keras.ops.convert_to_tensor(pad_sources(ids[pending], model, ops=HOST_OPS)),
+            keras.ops.convert_to_tensor(np.int32(limit)),
             keras.ops.convert_to_tensor(np.int32(seed)),
             keras.ops.convert_to_tensor(np.int32(stop_when_running)))
         outputs = {name: keras.ops.convert_to_numpy(value) for name, value in outputs.items()}
@@ -291,7 +294,8 @@ def generate(
     if batch_size == 0:
         raise ValueError("`encoder_token_ids` must hold at least one sequence. Received none.")
 
-    limit = int(output_limit(source_lengths(ids), max_length, model, max_length_offset))
+    limit = int(output_limit(source_lengths(ids, ops=HOST_OPS), max_length, model,
+                             max_length_offset, ops=HOST_OPS))
 
     if method == "beam":
         options = {"beam_size": beam_size, "alpha": float(alpha)}
@@ -311,7 +315,7 @@ def generate(
             search_for, ids, model, limit, seed % 2**31,
             shrink_batch and method != "sample")
     tokens = result["nbest_token_ids"] if method == "beam" else result["token_ids"]
-    longest = int(longest_output(tokens))
+    longest = int(longest_output(tokens, ops=HOST_OPS))
     for name in ("token_ids", "nbest_token_ids", "log_probs"):
         if name in result:
             result[name] = result[name][..., :longest]

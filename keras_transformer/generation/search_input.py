@@ -6,10 +6,11 @@ output buffer to a multiple of `LENGTH_BUCKET`. The paper's output limit ("input
 + 50", Section 6.1) is a loop bound, not a shape. A learned position embedding has no
 positions past the model's `max_sequence_length`, so every length is capped there.
 
-The functions are written with `keras.ops`: `generate` calls them eagerly on any backend
-and the SavedModel export calls them inside its TensorFlow graph, where the batch's
-shape is only known at run time. `search_buffer_length` alone is static (a Python int),
-because the buffer is a shape of the compiled loop.
+The functions are written once, with `keras.ops`: the SavedModel export calls them
+inside its TensorFlow graph, where the batch's shape is only known at run time, and
+`generate` runs the same code on the host with `ops=HOST_OPS` (NumPy), since a few dozen
+eager backend ops would cost milliseconds per call. `search_buffer_length` alone is static
+(a Python int), because the buffer is a shape of the compiled loop.
 
 Example:
 >>> from keras_transformer.models import build_transformer
@@ -21,6 +22,9 @@ Example:
 53
 """
 
+import types
+
+import numpy as np
 from keras import ops
 
 from keras_transformer.special_tokens import END_ID, PAD_ID
@@ -31,12 +35,24 @@ LENGTH_BUCKET = 16
 MAX_LENGTH_OFFSET = 50
 
 
+# The NumPy functions of the `keras.ops` names used here, for `ops=HOST_OPS`.
+HOST_OPS = types.SimpleNamespace(
+    **{name: getattr(np, name) for name in (
+        "arange", "bitwise_or", "concatenate", "equal", "expand_dims", "logical_and", "max",
+        "maximum", "minimum", "not_equal", "reshape", "right_shift", "shape", "sum", "where",
+        "zeros")},
+    cast=lambda x, dtype: np.asarray(x).astype(dtype),
+    pad=lambda x, pad_width, constant_values=0: np.pad(x, pad_width,
+                                                       constant_values=constant_values),
+)
+
+
 def round_up(value, multiple):
     """`value` rounded up to a multiple of `multiple` (Python ints or int tensors)."""
     return -(-value // multiple) * multiple
 
 
-def next_power_of_two(value):
+def next_power_of_two(value, ops=ops):
     """The smallest power of two >= `value` (and >= 1), for ints or int32 tensors.
 
     Example:
@@ -49,12 +65,12 @@ def next_power_of_two(value):
     return bits + 1
 
 
-def source_lengths(token_ids):
+def source_lengths(token_ids, ops=ops):
     """The non-pad length of each sequence `(...)` of `token_ids` `(..., L)`."""
     return ops.sum(ops.cast(ops.not_equal(token_ids, PAD_ID), "int32"), axis=-1)
 
 
-def output_limit(lengths, max_length, model, offset=MAX_LENGTH_OFFSET):
+def output_limit(lengths, max_length, model, offset=MAX_LENGTH_OFFSET, ops=ops):
     """Most output tokens for a batch: `min(longest source + offset, max_length)`.
 
     Args:
@@ -63,7 +79,7 @@ def output_limit(lengths, max_length, model, offset=MAX_LENGTH_OFFSET):
         model: the `Transformer` (a learned position embedding caps the limit).
         offset: int. The paper's `+ 50`.
     """
-    limit = max_or_zero(lengths) + offset
+    limit = max_or_zero(lengths, ops=ops) + offset
     if max_length is not None:
         limit = ops.minimum(limit, max_length)
     if model.position_embedding == "learned":
@@ -85,12 +101,12 @@ def search_buffer_length(limit, model):
     return length
 
 
-def pad_sources(encoder_token_ids, model):
+def pad_sources(encoder_token_ids, model, ops=ops):
     """Sources `(B, S)` padded to `(B', S')` for the search: `B'` a power of two, `S'` a
     multiple of 16 (capped for learned positions); filler rows are empty sentences."""
     shape = ops.shape(encoder_token_ids)
     batch_size, source_length = shape[0], shape[1]
-    rows = next_power_of_two(batch_size)
+    rows = next_power_of_two(batch_size, ops=ops)
     columns = ops.maximum(round_up(source_length, LENGTH_BUCKET), 1)
     if model.position_embedding == "learned":
         columns = ops.maximum(ops.minimum(columns, model.max_sequence_length), source_length)
@@ -102,13 +118,13 @@ def pad_sources(encoder_token_ids, model):
     return ops.where(filler, END_ID, padded)
 
 
-def longest_output(token_ids):
+def longest_output(token_ids, ops=ops):
     """The longest non-pad output of `token_ids` `(..., L)`, at least 1: where the search's
     outputs are cut."""
-    lengths = ops.reshape(source_lengths(token_ids), (-1,))
-    return ops.maximum(max_or_zero(lengths), 1)
+    lengths = ops.reshape(source_lengths(token_ids, ops=ops), (-1,))
+    return ops.maximum(max_or_zero(lengths, ops=ops), 1)
 
 
-def max_or_zero(values):
+def max_or_zero(values, ops=ops):
     """The largest of the int `values` `(N,)`, 0 when there are none."""
     return ops.max(ops.concatenate([ops.cast(values, "int32"), ops.zeros((1,), "int32")]))
