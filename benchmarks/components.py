@@ -1,4 +1,4 @@
-"""Where a training step's time goes: the two component choices behind our speed.
+"""Where a training step's time goes: the component choices behind our speed.
 
 Each row times one forward and backward pass (milliseconds, `tf.function`, the same
 tensors for both variants, one process), so the ratio is fair on a shared machine:
@@ -7,7 +7,10 @@ tensors for both variants, one process), so the ratio is fair on a shared machin
   (what `keras.layers.MultiHeadAttention` and `keras.layers.Dense` do) against the same
   weights on flattened tokens `(B * T, D)` (`keras_transformer.layers.apply_token_wise`);
 - loss: label-smoothed cross-entropy as `log_softmax` + gather + mean against one fused
-  softmax cross-entropy with smoothed targets (`label_smoothed_sparse_categorical_crossentropy`).
+  softmax cross-entropy with smoothed targets (`label_smoothed_sparse_categorical_crossentropy`);
+- perplexity (forward only, as a metric runs): the token negative log-likelihood as the
+  fused softmax cross-entropy with one-hot targets against `logsumexp(z) - z_y`
+  (`keras_transformer.Perplexity`).
 
     python benchmarks/components.py --precision mixed_bfloat16
 """
@@ -99,6 +102,25 @@ def loss_rows(batch, length, vocabulary_size, label_smoothing=0.1):
              "ours_ms": milliseconds(forward_backward(fused), logits)}]
 
 
+def perplexity_rows(batch, length, vocabulary_size):
+    """Time the metric's token NLL as the fused cross-entropy and as `logsumexp - z_y`."""
+    from keras_transformer.metrics import Perplexity
+
+    rng = np.random.default_rng(0)
+    labels = tf.constant(rng.integers(1, vocabulary_size, (batch, length)), tf.int32)
+    logits = tf.cast(tf.random.normal((batch, length, vocabulary_size)),
+                     keras.mixed_precision.global_policy().compute_dtype)
+    fused = tf.function(lambda z: label_smoothed_sparse_categorical_crossentropy(
+        labels, z, label_smoothing=0.0)[0])
+    metric = Perplexity()
+    ours = tf.function(lambda z: metric._values(labels, z)[0])
+    np.testing.assert_allclose(fused(logits), ours(logits), rtol=1e-4, atol=1e-4)
+    return [{"component": "perplexity metric (forward)", "shape": f"({batch}, {length}, "
+             f"{vocabulary_size})", "baseline": "fused softmax cross-entropy",
+             "baseline_ms": milliseconds(fused, logits),
+             "ours": "logsumexp - gathered logit", "ours_ms": milliseconds(ours, logits)}]
+
+
 def markdown(rows, precision):
     lines = [f"Forward + backward, {precision}, milliseconds (lower is better).", "",
              "| component | shape | baseline | ms | ours | ms | speed-up |",
@@ -124,6 +146,7 @@ def main(argv=None):
     keras.mixed_precision.set_global_policy(args.precision)
     rows = projection_rows(args.batch, args.length, args.hidden_dim, args.heads)
     rows += loss_rows(args.batch, args.length, args.vocabulary_size)
+    rows += perplexity_rows(args.batch, args.length, args.vocabulary_size)
     print(markdown(rows, args.precision))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as file:
