@@ -150,9 +150,9 @@ def measure(model, precision, jit_compile, batches, preset="small", vocabulary_s
     }
 
 
-def run_in_subprocess(config, batches_file, timeout):
-    """`measure` in a fresh Python process; adds its peak memory (MiB)."""
-    command = [sys.executable, os.path.abspath(__file__), "--worker", json.dumps(config),
+def run_in_subprocess(config, batches_file, timeout, script=__file__):
+    """`measure` (or `script`'s worker) in a fresh Python process; its JSON result."""
+    command = [sys.executable, os.path.abspath(script), "--worker", json.dumps(config),
                "--batches-file", batches_file]
     env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2"}
     try:

@@ -107,6 +107,29 @@ def test_flops_per_token_matches_a_hand_count():
     assert training_flops_per_token(config, [(features, labels)]) == pytest.approx(3 * both / 3)
 
 
+def test_training_profile_reads_the_profile_and_names_the_parts(tmp_path):
+    """One real step of both models under the profiler; every op lands in a part."""
+    import keras
+    from training_profile import markdown, part_of, profile
+
+    assert part_of("gradient_tape/transformer/decoder_block_0/self_attention/query/"
+                   "einsum/Einsum") == "attention"
+    assert part_of("keras_hub_transformer/decoder/decoder_0/feedforward_output_dense/"
+                   "Tensordot/MatMul") == "feed-forward"
+    assert part_of("gradient_tape/keras_hub_transformer/decoder/output/Tensordot/"
+                   "MatMul") == "embedding and output projection"
+    assert part_of("compile_loss/label_smoothed_crossentropy/softmax_cross_entropy_with_"
+                   "logits") == "loss"
+    runs = [profile(model, "float32", [tiny_batch()], preset="tiny", vocabulary_size=50,
+                    max_sequence_length=16, num_layers=1) for model in ("ours", "keras_hub")]
+    keras.config.set_dtype_policy("float32")
+    for run in runs:
+        assert run["op_ms_per_step"] > 0 and run["step_ms"] > 0
+        assert abs(sum(run["by_part"].values()) - run["op_ms_per_step"]) < 1e-6
+        assert run["by_part"].get("attention: matmul", 0) > 0, run["by_part"]
+    assert "| step, wall clock |" in markdown({"runs": runs})
+
+
 def test_regroup_keeps_tokens_and_pads_to_the_fixed_length():
     from training_speed import regroup, target_tokens
 
