@@ -22,6 +22,12 @@ class _MaskedTokenMean(keras.metrics.Metric):
     def _values(self, y_true, y_pred):
         raise NotImplementedError
 
+    def _mask(self, y_true):
+        """float32 1 at counted tokens, 0 at `ignore_class` (every token counts if `None`)."""
+        if self.ignore_class is None:
+            return ops.ones_like(y_true, dtype="float32")
+        return ops.cast(ops.not_equal(y_true, self.ignore_class), "float32")
+
     def token_sums(self, y_true, y_pred, sample_weight=None):
         """`(sum of the values over real tokens, number of real tokens)` of one batch."""
         values, mask = self._values(y_true, y_pred)
@@ -66,7 +72,7 @@ class MaskedAccuracy(_MaskedTokenMean):
     def _values(self, y_true, y_pred):
         y_true = ops.cast(y_true, "int32")
         correct = ops.cast(ops.equal(ops.argmax(y_pred, axis=-1), y_true), "float32")
-        return correct, ops.cast(ops.not_equal(y_true, self.ignore_class), "float32")
+        return correct, self._mask(y_true)
 
     def result_of(self, total, count):
         return ops.divide_no_nan(total, count)
@@ -94,7 +100,7 @@ class Perplexity(_MaskedTokenMean):
         logits = ops.cast(y_pred, "float32")
         picked = ops.take_along_axis(logits, ops.expand_dims(y_true, -1), axis=-1)
         values = ops.logsumexp(logits, axis=-1) - ops.squeeze(picked, -1)
-        return values, ops.cast(ops.not_equal(y_true, self.ignore_class), "float32")
+        return values, self._mask(y_true)
 
     def result_of(self, total, count):
         return ops.exp(ops.divide_no_nan(total, count))

@@ -38,6 +38,12 @@ def test_perplexity_is_the_exp_of_the_mean_token_nll_over_batches():
     assert math.isclose(float(metric.result()), math.exp(np.mean(nll)), rel_tol=1e-4)
 
 
+def test_perplexity_without_an_ignored_class_counts_every_token():
+    metric = kt.Perplexity(ignore_class=None)
+    metric.update_state(np.array([[1, 0]]), np.log(np.array([[[1, 1, 2, 4]] * 2], "float32")))
+    assert math.isclose(float(metric.result()), 8.0, rel_tol=1e-5)  # p = 1/8 at both tokens
+
+
 def test_metrics_round_trip():
     assert_serializable(kt.MaskedAccuracy())
     assert_serializable(kt.Perplexity())
