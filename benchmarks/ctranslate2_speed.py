@@ -17,7 +17,9 @@ and CTranslate2's `max_batch_size` do. Rows:
 - CTranslate2 float32 and int8 (`export_ctranslate2`, `quantization="int8"`);
 - KerasHub's `GreedySampler` / `BeamSampler` (XLA) on the KerasHub-layers model holding
   our weights (`keras_hub_baseline.keras_hub_copy_of`: the same logits), which runs the
-  whole decoder over the prompt at every step, as the keras.io recipe does.
+  whole decoder over the prompt at every step, as the keras.io recipe does;
+- the same samplers with KerasHub's key/value cache (`TransformerDecoder`'s
+  `self_attention_cache`, wired as KerasHub's BART does; `sampler_search(cached=True)`).
 
 All rows decode alike: no length penalty (ours `alpha=0`, CTranslate2
 `length_penalty=0`; their penalties differ, see the export guide), at most
@@ -115,14 +117,17 @@ def our_runner(model, tokenizer, beam_size, max_length, max_sequence_length,
     return translate
 
 
-def keras_hub_runner(copy, tokenizer, beam_size, max_length, max_sequence_length):
-    """KerasHub's sampler on `copy` (`keras_hub_copy_of`), with our limit as the prompt."""
+def keras_hub_runner(copy, tokenizer, beam_size, max_length, max_sequence_length,
+                     cached=False):
+    """KerasHub's sampler on `copy` (`keras_hub_copy_of`), with our limit as the prompt;
+    `cached`: with KerasHub's key/value cache (`sampler_search(cached=True)`)."""
     from keras_hub_baseline import sampler_search
 
     from keras_transformer.generation.search_input import MAX_LENGTH_OFFSET, round_up
     from keras_transformer.special_tokens import PAD_ID
 
-    search = sampler_search(copy, "greedy" if beam_size == 1 else "beam", beam_size)
+    search = sampler_search(copy, "greedy" if beam_size == 1 else "beam", beam_size,
+                            cached=cached)
 
     def translate(sentences):
         ids = padded_sources(tokenizer, sentences, max_sequence_length)
@@ -193,7 +198,7 @@ def ctranslate2_runner(path, tokenizer, beam_size, max_length, max_sequence_leng
 
 
 ROWS = ("ours", "ours_whole_batch", "saved_model", "keras_int8", "ct2_float32", "ct2_int8",
-        "keras_hub")
+        "keras_hub", "keras_hub_cached")
 
 
 SETTINGS = ((1, 1), (4, 32))  # (beam size, batch size): CTranslate2's own protocol
@@ -242,7 +247,8 @@ def benchmark(model_dir, sentences=None, threads=2, max_length=128, data=None, r
         int8_model = float32_model(keras.models.load_model(
             os.path.join(model_dir, "model.keras")))
         int8_model.quantize("int8")
-    hub_model = keras_hub_model(model) if "keras_hub" in rows else None
+    hub_model = (keras_hub_model(model) if {"keras_hub", "keras_hub_cached"} & set(rows)
+                 else None)
 
     results = []
     for beam_size, batch_size in settings:
@@ -268,9 +274,11 @@ def benchmark(model_dir, sentences=None, threads=2, max_length=128, data=None, r
             if name in ct2_paths:
                 runners[label] = ctranslate2_runner(ct2_paths[name], tokenizer, beam_size,
                                                     max_length, max_sequence_length, threads)
-        if hub_model is not None:
-            runners["KerasHub sampler, XLA"] = keras_hub_runner(
-                hub_model, tokenizer, beam_size, max_length, max_sequence_length)
+        for name, label, cached in (("keras_hub", "KerasHub sampler, XLA", False),
+                                    ("keras_hub_cached", "KerasHub sampler, cached, XLA", True)):
+            if name in rows:
+                runners[label] = keras_hub_runner(hub_model, tokenizer, beam_size, max_length,
+                                                  max_sequence_length, cached=cached)
         ours = None
         for label, translate in runners.items():
             strings, speed = timed(translate, sources, batch_size, lengths)

@@ -102,11 +102,12 @@ def test_keras_hub_greedy_sampler_gives_our_greedy_tokens(models):
     bias = copy.decoder.get_layer("output").bias
     bias.assign(np.where(np.isin(np.arange(VOCABULARY_SIZE), [kt.PAD_ID, kt.START_ID]),
                          -1e9, 0.0).astype("float32"))
-    theirs = sampler_search(copy, "greedy")(source, MAX_LENGTH + 1)
-    assert theirs.shape == (len(source), MAX_LENGTH)
-    for row, mine in enumerate(ours.tolist()):
-        mine = mine[: mine.index(kt.END_ID) + 1] if kt.END_ID in mine else mine
-        assert theirs[row, : len(mine)].tolist() == mine, row
+    for cached in (False, True):
+        theirs = sampler_search(copy, "greedy", cached=cached)(source, MAX_LENGTH + 1)
+        assert theirs.shape == (len(source), MAX_LENGTH)
+        for row, mine in enumerate(ours.tolist()):
+            mine = mine[: mine.index(kt.END_ID) + 1] if kt.END_ID in mine else mine
+            assert theirs[row, : len(mine)].tolist() == mine, (cached, row)
 
 
 def test_copy_refuses_more_positions_than_a_learned_table():
