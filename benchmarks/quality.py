@@ -1,21 +1,30 @@
-"""Quality under the same wall-clock budget: our model against the KerasHub baseline.
+"""Quality by training steps, and under the same wall-clock budget: ours against KerasHub.
 
 Our side is `keras_transformer.training.train` with the demo's recipe
 (`keras_transformer.demo.DEMO_TRAINING`). The baseline (`keras_hub_baseline.py`, the
 same size) trains in an equivalent loop: the same data folder, tokenizer and seeded
 stream of batches, the same loss, optimizer, schedule and precision, validation at the
-same interval, and the same time limit (`TrainingLimit`). Each side runs in its own
-process, one after the other. Both are then scored on the test split with sacrebleu
-(`keras_transformer.evaluation`) twice: with beam search of width 4 (the paper's
-decoding; ours with its length penalty 0.6, the baseline with KerasHub's
-`BeamSampler`, which has none), the headline figure, and greedily (ours with
-`kt.generate`, the baseline with KerasHub's `GreedySampler`).
+same interval. Each side runs in its own process, one after the other, and is scored on
+the test split with sacrebleu (`keras_transformer.evaluation`) twice: with beam search
+of width 4 (the paper's decoding; ours with its length penalty 0.6, the baseline with
+KerasHub's `BeamSampler`, which has none), the headline figure, and greedily (ours with
+`kt.generate`, the baseline with KerasHub's `GreedySampler`). The baseline decodes with
+KerasHub's key/value cache (`KerasHubTranslator(cached=True)`, the same tokens as the
+keras.io recipe's uncached sampler, 12x faster).
+
+The headline is by steps (`--steps`, the default 500 1000 2000): each side trains to
+each step count in turn, on the same batches in the same order, and is scored there, so
+the machine's load moves only the minutes, not the scores. It writes `by_steps.json`, a
+Markdown table `by_steps.md` and the plot `bleu_by_steps.png` (BLEU against steps and
+against training minutes) into `--output`. `--minutes M` instead gives each side M
+minutes of training (`TrainingLimit`), the second table.
 
 `--set KEY=VALUE` changes the recipe for both sides (a `train` argument or a model
 override; the value is read as JSON when it parses, else as a string), to try a lever:
 
+    python benchmarks/quality.py --data runs/data --output runs/bench/quality
+    python benchmarks/quality.py --steps 200 400 --side ours --set dropout=0.3
     python benchmarks/quality.py --minutes 12 --data runs/data --output runs/bench/quality
-    python benchmarks/quality.py --side ours --minutes 12 --set tokens_per_batch=2048
 """
 
 import argparse
@@ -25,12 +34,14 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 SIDES = ("ours", "keras_hub")
 METHODS = ("beam", "greedy")  # the first is the headline
+STEPS = (500, 1000, 2000)
 HARNESS_KEYS = ("max_steps", "max_minutes", "verbose")  # `train` arguments `--set` cannot change
 # The demo trains with `--precision auto`; both sides of a comparison need one precision.
 PINNED_PRECISION = "mixed_bfloat16"
@@ -92,22 +103,27 @@ def train_ours(data_dir, output_dir, minutes, changes=None):
     return Translator.from_directory(output_dir), result["step"], result["logs"]
 
 
-def train_keras_hub(data_dir, minutes, changes=None):
-    """The baseline trained like `train` does ours; returns its `KerasHubTranslator`."""
+def _keras_hub_setup(data_dir, changes=None):
+    """The baseline, compiled like `train` compiles ours, its tokenizer, settings, a
+    function `start -> the seeded stream of batches from step start` and validation."""
     import keras
-    from keras_hub_baseline import KerasHubTranslator, build_keras_hub_transformer
+    from keras_hub_baseline import build_keras_hub_transformer
 
     from keras_transformer.data import Tokenizer, load_training_pairs, load_tsv, make_dataset
-    from keras_transformer.training import TrainingLimit, compile_transformer, set_precision
+    from keras_transformer.training import compile_transformer, set_precision
 
     settings, overrides = recipe(changes)
     keras.utils.set_random_seed(settings["seed"])
     set_precision(settings["precision"])
     tokenizer = Tokenizer.from_file(os.path.join(data_dir, "tokenizer.model"))
     length = settings["max_sequence_length"]
-    stream = make_dataset(load_training_pairs(data_dir, settings["sentences_only"]), tokenizer,
-                          settings["tokens_per_batch"], length, seed=settings["seed"],
-                          repeat=True, batch_size_multiple=1)
+    pairs = load_training_pairs(data_dir, settings["sentences_only"])
+
+    def batches(start):
+        return make_dataset(pairs, tokenizer, settings["tokens_per_batch"], length,
+                            seed=settings["seed"], repeat=True,
+                            batch_size_multiple=1).skip(start)
+
     validation = make_dataset(load_tsv(os.path.join(data_dir, "validation.tsv")), tokenizer,
                               settings["tokens_per_batch"], length, long_sequences="truncate",
                               shuffle=False, batch_size_multiple=1)
@@ -118,19 +134,128 @@ def train_keras_hub(data_dir, minutes, changes=None):
                         learning_rate_scale=settings["learning_rate_scale"],
                         label_smoothing=settings["label_smoothing"],
                         jit_compile=settings["jit_compile"])
-    history = model.fit(stream, validation_data=validation, epochs=10**6,
+    return model, tokenizer, settings, batches, validation
+
+
+def _keras_hub_translator(model, tokenizer, settings):
+    from keras_hub_baseline import KerasHubTranslator
+
+    return KerasHubTranslator(model, tokenizer, cached=True,
+                              max_sequence_length=settings["max_sequence_length"])
+
+
+def _last_logs(history):
+    return {key: float(values[-1]) for key, values in history.history.items() if values}
+
+
+def train_keras_hub(data_dir, minutes, changes=None):
+    """The baseline trained like `train` does ours; returns its `KerasHubTranslator`."""
+    import keras
+
+    from keras_transformer.training import TrainingLimit
+
+    model, tokenizer, settings, batches, validation = _keras_hub_setup(data_dir, changes)
+    history = model.fit(batches(0), validation_data=validation, epochs=10**6,
                         steps_per_epoch=settings["checkpoint_every"], verbose=0,
                         callbacks=[TrainingLimit(max_minutes=minutes),
                                    keras.callbacks.TerminateOnNaN()])
-    logs = {key: float(values[-1]) for key, values in history.history.items() if values}
-    translator = KerasHubTranslator(model, tokenizer, max_sequence_length=length)
-    return translator, int(model.optimizer.iterations.numpy()), logs
+    translator = _keras_hub_translator(model, tokenizer, settings)
+    return translator, int(model.optimizer.iterations.numpy()), _last_logs(history)
+
+
+def keras_hub_by_steps(data_dir, milestones, changes=None):
+    """Train the baseline to each step count of `milestones` in turn; yields
+    `(translator, step, logs, training seconds of this stretch)` at each."""
+    import keras
+
+    model, tokenizer, settings, batches, validation = _keras_hub_setup(data_dir, changes)
+    every = settings["checkpoint_every"]
+    for milestone in milestones:
+        start = time.monotonic()
+        done = int(model.optimizer.iterations.numpy())
+        history = model.fit(batches(done), validation_data=validation,
+                            initial_epoch=done // every, epochs=milestone // every,
+                            steps_per_epoch=every, verbose=0,
+                            callbacks=[keras.callbacks.TerminateOnNaN()])
+        seconds = time.monotonic() - start
+        yield (_keras_hub_translator(model, tokenizer, settings),
+               int(model.optimizer.iterations.numpy()), _last_logs(history), seconds)
+
+
+def ours_by_steps(data_dir, output_dir, milestones, changes=None):
+    """`train` on a fresh `output_dir`, resumed to each step count of `milestones` in
+    turn (the stream of batches is replayed from the step reached, as for any resume);
+    yields `(translator, step, logs, training seconds of this stretch)` at each."""
+    from keras_transformer.generation import Translator
+    from keras_transformer.training import train
+
+    shutil.rmtree(output_dir, ignore_errors=True)
+    arguments, overrides = recipe(changes)
+    for milestone in milestones:
+        start = time.monotonic()
+        result = train(data_dir, output_dir, **{**arguments, "max_steps": milestone,
+                                                 "max_minutes": None, "verbose": 0},
+                       **overrides)
+        seconds = time.monotonic() - start
+        yield Translator.from_directory(output_dir), result["step"], result["logs"], seconds
+
+
+def check_milestones(milestones, changes=None):
+    """Step counts must rise and be multiples of the validation interval."""
+    arguments, _ = recipe(changes)
+    every = arguments["checkpoint_every"]
+    if not milestones or list(milestones) != sorted(set(milestones)) or any(
+            step <= 0 or step % every for step in milestones):
+        raise ValueError(f"`--steps` must be rising multiples of checkpoint_every ({every}), "
+                         f"e.g. `--steps 500 1000 2000`; received {list(milestones)}")
+
+
+def score(translator, test_pairs):
+    """BLEU and chrF of `translator` on `test_pairs` for each of `METHODS`."""
+    from keras_transformer.evaluation import evaluate_translator
+
+    scores = {}
+    for method in METHODS:
+        begin = time.monotonic()
+        result = evaluate_translator(translator, test_pairs, method=method, progress=False)
+        scores[method] = {**{key: result[key] for key in ("bleu", "chrf", "sentences")},
+                          "seconds": time.monotonic() - begin,
+                          "signature": result["signature"],
+                          "examples": result["examples"][:3]}
+    return scores
+
+
+def run_side_by_steps(side, data_dir, output_dir, milestones, changes=None):
+    """Train one side to each of `milestones` and score it there; returns a dict and
+    keeps it, after every step count, in `output_dir/by_steps.json`."""
+    from keras_transformer.data import load_tsv
+
+    test_pairs = load_tsv(os.path.join(data_dir, "test.tsv"))
+    os.makedirs(output_dir, exist_ok=True)
+    if side == "ours":
+        stretches = ours_by_steps(data_dir, os.path.join(output_dir, "model"), milestones,
+                                  changes)
+    else:
+        stretches = keras_hub_by_steps(data_dir, milestones, changes)
+    result = {"side": side, "changes": changes or {}, "rows": []}
+    minutes = 0.0
+    for translator, step, logs, seconds in stretches:
+        minutes += seconds / 60
+        row = {"steps": step, "training_minutes": minutes, "train_loss": logs.get("loss"),
+               "validation_loss": logs.get("val_loss"), "scores": score(translator, test_pairs)}
+        result["rows"].append(row)
+        with open(os.path.join(output_dir, "by_steps.json"), "w", encoding="utf-8") as file:
+            json.dump(result, file, indent=2, ensure_ascii=False)
+        print(f"{side}: step {step}, {minutes:.1f} training minutes, " + ", ".join(
+            f"{method} BLEU {row['scores'][method]['bleu']:.2f} chrF "
+            f"{row['scores'][method]['chrf']:.2f}" for method in METHODS),
+            file=sys.stderr, flush=True)
+    return result
 
 
 def run_side(side, data_dir, output_dir, minutes, changes=None):
     """Train one side for `minutes`, then score it on `test.tsv`; returns a dict."""
     from keras_transformer.data import load_tsv
-    from keras_transformer.evaluation import evaluate_translator
 
     start = time.monotonic()
     if side == "ours":
@@ -141,50 +266,149 @@ def run_side(side, data_dir, output_dir, minutes, changes=None):
         os.makedirs(output_dir, exist_ok=True)  # its weights, to score it again later
         translator.model.save_weights(os.path.join(output_dir, "model.weights.h5"))
     trained = time.monotonic() - start
-    test_pairs = load_tsv(os.path.join(data_dir, "test.tsv"))
-    scores = {}
-    for method in METHODS:
-        begin = time.monotonic()
-        result = evaluate_translator(translator, test_pairs, method=method, progress=False)
-        scores[method] = {**{key: result[key] for key in ("bleu", "chrf", "sentences")},
-                          "seconds": time.monotonic() - begin,
-                          "examples": result["examples"][:3]}
+    scores = score(translator, load_tsv(os.path.join(data_dir, "test.tsv")))
     headline = scores[METHODS[0]]
     return {"side": side, "minutes": minutes, "changes": changes or {}, "steps": steps,
             "train_loss": logs.get("loss"), "validation_loss": logs.get("val_loss"),
             "training_seconds": trained, "evaluation_seconds": time.monotonic() - start - trained,
             "bleu": headline["bleu"], "chrf": headline["chrf"], "method": METHODS[0],
-            "signature": result["signature"], "scores": scores}
+            "signature": headline["signature"], "scores": scores}
+
+
+def _run_side_process(side, arguments, timeout):
+    """`quality.py --side SIDE ARGUMENTS` in a fresh process: its result dict, or
+    `{"error": its last line}`. Its progress lines (`SIDE: ...`) are shown as they come."""
+    env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    command = [sys.executable, os.path.abspath(__file__), "--side", side, *arguments]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=env) as process:
+        timer = threading.Timer(timeout, process.kill)  # only catches hangs
+        timer.start()
+        tail = []
+        for line in process.stderr:
+            if line.startswith(f"{side}:"):
+                print(line, end="", file=sys.stderr, flush=True)
+            tail = (tail + [line.rstrip()])[-20:]
+        lines = [line for line in process.stdout.read().splitlines() if line.startswith("{")]
+        timer.cancel()
+    if process.returncode or not lines:
+        return {"error": ([line for line in tail if line] or ["no output"])[-1]}
+    return json.loads(lines[-1])
+
+
+def _change_arguments(changes):
+    return [argument for key, value in (changes or {}).items()
+            for argument in ("--set", f"{key}={json.dumps(value)}")]
 
 
 def benchmark(minutes=12.0, data_dir="runs/data", output_dir="runs/bench/quality",
               sides=SIDES, changes=None):
-    """Both sides, each in a fresh process, one after the other; a dict per side."""
+    """Both sides for `minutes` each, in fresh processes one after the other; a dict."""
     arguments, overrides = recipe(changes)
     results = {"minutes_per_model": minutes, "method": METHODS[0], "methods": list(METHODS),
                "recipe": {**arguments, **overrides}}
-    env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2"}
     for side in sides:
-        command = [sys.executable, os.path.abspath(__file__), "--side", side, "--minutes",
-                   str(minutes), "--data", data_dir, "--output", output_dir]
-        for key, value in (changes or {}).items():
-            command += ["--set", f"{key}={json.dumps(value)}"]
-        # Evaluation and saving come on top of the budget (the baseline's uncached beam
-        # search took 12 minutes on 2 cores); the timeout only catches hangs.
-        done = subprocess.run(command, capture_output=True, text=True, env=env,
-                              timeout=60 * minutes + 3600)
-        lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-        if done.returncode or not lines:
-            results[side] = {"error": (done.stderr.strip().splitlines() or ["no output"])[-1]}
-        else:
-            results[side] = json.loads(lines[-1])
+        # Evaluation and saving come on top of the budget.
+        results[side] = _run_side_process(
+            side, ["--minutes", str(minutes), "--data", data_dir, "--output", output_dir,
+                   *_change_arguments(changes)], timeout=60 * minutes + 3600)
         print(json.dumps({side: results[side]}), file=sys.stderr, flush=True)
     return results
 
 
+def benchmark_by_steps(milestones=STEPS, data_dir="runs/data", output_dir="runs/bench/quality",
+                       sides=SIDES, changes=None):
+    """Both sides trained to each of `milestones` and scored there, in fresh processes one
+    after the other; writes `by_steps.json`, `by_steps.md` and `bleu_by_steps.png` into
+    `output_dir` and returns the dict."""
+    check_milestones(milestones, changes)
+    arguments, overrides = recipe(changes)
+    results = {"steps": list(milestones), "method": METHODS[0], "methods": list(METHODS),
+               "recipe": {**arguments, **overrides}}
+    for side in sides:
+        results[side] = _run_side_process(
+            side, ["--steps", *map(str, milestones), "--data", data_dir, "--output",
+                   output_dir, *_change_arguments(changes)],
+            timeout=4 * 3600)
+    os.makedirs(output_dir, exist_ok=True)
+    with open(os.path.join(output_dir, "by_steps.json"), "w", encoding="utf-8") as file:
+        json.dump(results, file, indent=2, ensure_ascii=False)
+    with open(os.path.join(output_dir, "by_steps.md"), "w", encoding="utf-8") as file:
+        file.write(steps_table(results) + "\n")
+    if all("rows" in results[side] for side in sides):
+        plot_by_steps(results, os.path.join(output_dir, "bleu_by_steps.png"))
+    return results
+
+
+def steps_table(results):
+    """The by-steps results as a Markdown table: a row per side and step count
+    (minutes: of training, this machine; val loss: the validation loss there).
+
+    Example:
+    >>> row = {"steps": 500, "training_minutes": 9.5, "validation_loss": 5.1,
+    ...        "scores": {"beam": {"bleu": 1.0, "chrf": 15.0},
+    ...                   "greedy": {"bleu": 0.9, "chrf": 14.0}}}
+    >>> print(steps_table({"ours": {"rows": [row]}, "keras_hub": {"error": "boom"}}))
+    | steps | model | minutes | val loss | BLEU beam | chrF beam | BLEU greedy | chrF greedy |
+    |---|---|---|---|---|---|---|---|
+    | 500 | ours | 9.5 | 5.100 | 1.00 | 15.00 | 0.90 | 14.00 |
+    | - | KerasHub | failed: boom | | | | | |
+    """
+    names = {"ours": "ours", "keras_hub": "KerasHub"}
+    header = ["steps", "model", "minutes", "val loss", "BLEU beam", "chrF beam",
+              "BLEU greedy", "chrF greedy"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    rows = []
+    for side in SIDES:
+        entry = results.get(side)
+        if entry is None:
+            continue
+        if "rows" not in entry:
+            lines.append(f"| - | {names[side]} | failed: {entry.get('error')} | | | | | |")
+            continue
+        for row in entry["rows"]:
+            loss = row.get("validation_loss")
+            cells = [str(row["steps"]), names[side], f"{row['training_minutes']:.1f}",
+                     "-" if loss is None else f"{loss:.3f}"]
+            cells += [f"{row['scores'][method][key]:.2f}" for method in METHODS
+                      for key in ("bleu", "chrf")]
+            rows.append((row["steps"], SIDES.index(side), "| " + " | ".join(cells) + " |"))
+    return "\n".join(lines[:2] + [line for *_, line in sorted(rows)] + lines[2:])
+
+
+def plot_by_steps(results, path):
+    """BLEU of both sides against steps and against training minutes, beam 4 solid and
+    greedy dashed, saved to `path` (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for side, color in zip(SIDES, ("tab:blue", "tab:orange"), strict=True):
+        rows = results[side]["rows"]
+        for method, style in zip(METHODS, ("-", "--"), strict=True):
+            label = f"{'ours' if side == 'ours' else 'KerasHub'}, {method}"
+            bleu = [row["scores"][method]["bleu"] for row in rows]
+            for axis, key in zip(axes, ("steps", "training_minutes"), strict=True):
+                axis.plot([row[key] for row in rows], bleu, style, color=color, marker="o",
+                          label=label)
+    axes[0].set(xlabel="training steps", ylabel="test BLEU", title="BLEU by steps")
+    axes[1].set(xlabel="training minutes (this machine)", title="BLEU by minutes")
+    axes[0].legend()
+    for axis in axes:
+        axis.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=float, default=12.0, help="training budget per model")
+    parser.add_argument("--steps", type=int, nargs="+", default=list(STEPS),
+                        help="the step counts to score both sides at (the headline)")
+    parser.add_argument("--minutes", type=float,
+                        help="instead, a training budget per model in minutes")
     parser.add_argument("--data", default="runs/data")
     parser.add_argument("--output", default="runs/bench/quality")
     parser.add_argument("--side", choices=SIDES, help="run one side in this process")
@@ -195,15 +419,22 @@ def main():
     changes = dict(args.changes)
     try:
         recipe(changes)  # refuses the keys the benchmark sets, before any training starts
+        if args.minutes is None:
+            check_milestones(args.steps, changes)
     except ValueError as error:
         parser.error(str(error))
-    if args.side:
+    if args.side and args.minutes is None:
+        result = run_side_by_steps(args.side, args.data, os.path.join(args.output, args.side),
+                                   args.steps, changes)
+    elif args.side:
         result = run_side(args.side, args.data, os.path.join(args.output, args.side),
                           args.minutes, changes)
-        print(json.dumps(result, ensure_ascii=False), flush=True)
+    elif args.minutes is None:
+        result = benchmark_by_steps(args.steps, args.data, args.output, changes=changes)
+        print(steps_table(result), file=sys.stderr)
     else:
-        print(json.dumps(benchmark(args.minutes, args.data, args.output, changes=changes),
-                         indent=2, ensure_ascii=False))
+        result = benchmark(args.minutes, args.data, args.output, changes=changes)
+    print(json.dumps(result, indent=None if args.side else 2, ensure_ascii=False), flush=True)
 
 
 if __name__ == "__main__":

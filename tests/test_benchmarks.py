@@ -74,6 +74,22 @@ def test_sampler_paths_decode_and_xla_matches_eager():
         sampler_search(model, "sample")
 
 
+@pytest.mark.parametrize("normalize_first", [False, True])
+def test_cached_sampler_gives_the_uncached_recipes_tokens(normalize_first):
+    from keras_hub_baseline import build_keras_hub_transformer, sampler_search
+
+    model = build_keras_hub_transformer("tiny", vocabulary_size=50, max_sequence_length=16,
+                                        num_layers=2, normalize_first=normalize_first)
+    source = np.random.default_rng(1).integers(4, 50, (5, 7)).astype("int32")
+    source[3, 4:] = 0
+    for method in ("greedy", "beam"):
+        uncached = sampler_search(model, method, beam_size=3)(source, 12)
+        for jit_compile in (True, False):
+            cached = sampler_search(model, method, beam_size=3, jit_compile=jit_compile,
+                                    cached=True)(source, 12)
+            np.testing.assert_array_equal(cached, uncached, err_msg=f"{method}, {jit_compile}")
+
+
 def test_keras_hub_translator_translates_strings(tiny_data_dir):
     from keras_hub_baseline import KerasHubTranslator, build_keras_hub_transformer
 
@@ -140,6 +156,12 @@ def test_regroup_keeps_tokens_and_pads_to_the_fixed_length():
     assert longest[0][0]["encoder_token_ids"].shape[1] == 6
 
 
+def step_row(steps, beam, greedy):
+    return {"steps": steps, "training_minutes": steps / 50, "validation_loss": 5.0,
+            "scores": {"beam": {"bleu": beam, "chrf": 30.0},
+                       "greedy": {"bleu": greedy, "chrf": 25.0}}}
+
+
 def test_markdown_report_and_docs_section(tmp_path):
     import run
 
@@ -148,7 +170,8 @@ def test_markdown_report_and_docs_section(tmp_path):
                "memory_before_training_mib": 1500.0}
     results = {
         "machine": {"cpu": "Test CPU", "cores": 2},
-        "commands": {"quality": "python benchmarks/run.py --only quality --minutes 1"},
+        "commands": {"quality_minutes": "python benchmarks/run.py --only quality_minutes "
+                                        "--minutes 1"},
         "peak": {"float32": 1e11, "bfloat16": 2e11},
         "training": {
             "preset": "tiny", "batches": 2, "sentences": 10, "tokens_per_batch": 64,
@@ -171,7 +194,12 @@ def test_markdown_report_and_docs_section(tmp_path):
             {"batch_size": 32, "method": "cached greedy, XLA", "target_tokens_per_second": 50.0},
             {"batch_size": 32, "method": "cached beam 4, XLA", "target_tokens_per_second": 40.0},
         ]},
-        "quality": {"minutes_per_model": 1, "method": "beam", "methods": ["beam", "greedy"],
+        "quality": {"steps": [100, 200], "method": "beam", "methods": ["beam", "greedy"],
+                    "recipe": {"preset": "tiny"},
+                    "ours": {"rows": [step_row(100, 1.0, 2.0), step_row(200, 3.0, 2.5)]},
+                    "keras_hub": {"rows": [step_row(100, 1.5, 1.0), step_row(200, 2.0, 2.0)]}},
+        "quality_minutes": {"minutes_per_model": 1, "method": "beam",
+                            "methods": ["beam", "greedy"],
                     "recipe": {"preset": "tiny", "normalize_first": True},
                     "ours": {"steps": 5, "train_loss": 5.0, "validation_loss": 5.5,
                              "bleu": 10.0, "chrf": 30.0, "method": "beam",
@@ -198,14 +226,22 @@ def test_markdown_report_and_docs_section(tmp_path):
         in text
     assert "cached greedy / uncached loop at batch 32: 5.00 (target 10) - NOT met" in text
     assert "| ours | float32 | False | bucketed | 900 | 0.90x | 2.00x |" in text
+    assert "Ours stays below 1.5x KerasHub on these batches (float32). Why is measured" in text
     assert "Recipe: `preset=tiny`, `normalize_first=True`." in text
     assert "| model | steps | train loss | validation loss | BLEU, beam | chrF, beam | " \
         "BLEU, greedy | chrF, greedy |" in text
     assert "| KerasHub baseline | 6 | 6.000 | 6.500 | 6.5 | 20.0 | 7.0 | 21.0 |" in text
-    assert "BLEU ours - KerasHub (points, beam decoding): 3.50 (target 3) - met" in text
-    assert "Command: `python benchmarks/run.py --only quality --minutes 1`" in text
-    results["quality"]["keras_hub"] = {"error": "boom"}
-    assert "| KerasHub baseline | boom |" in run.markdown(results)
+    assert "BLEU ours - KerasHub after 1 minutes each (points, beam; no target" in text
+    assert "Command: `python benchmarks/run.py --only quality_minutes --minutes 1`" in text
+    assert "| 200 | ours | 4.0 | 5.000 | 3.00 | 30.00 | 2.50 | 25.00 |" in text
+    assert "| 200 | KerasHub | 4.0 | 5.000 | 2.00 | 30.00 | 2.00 | 25.00 |" in text
+    assert f"](images/{run.PLOT})" in text
+    assert "BLEU ours - KerasHub at 100 steps (points, beam): -0.50 (target 0) - NOT met" in text
+    assert "BLEU ours - KerasHub at 200 steps (points, greedy): 0.50 (target 0) - met" in text
+    results["quality_minutes"]["keras_hub"] = {"error": "boom"}
+    results["quality"]["keras_hub"] = {"error": "gone"}
+    text = run.markdown(results)
+    assert "| KerasHub baseline | boom |" in text and "| - | KerasHub | failed: gone |" in text
 
     page = tmp_path / "results.md"
     page.write_text(f"# Results\n\nbefore\n\n{run.START}\nold\n{run.END}\n\nafter\n")
@@ -273,3 +309,16 @@ def test_quality_recipe_changes_reach_both_sides_and_bad_ones_are_named():
         parse_change("2048")
     with pytest.raises(ValueError, match="--minutes"):
         recipe(dict([parse_change("max_steps=800")]))
+
+
+def test_quality_step_counts_are_checked_and_plotted(tmp_path):
+    from quality import check_milestones, plot_by_steps
+
+    check_milestones([100, 300])
+    for bad in ([], [300, 100], [150], [100, 100]):
+        with pytest.raises(ValueError, match="multiples of checkpoint_every"):
+            check_milestones(bad)
+    results = {"ours": {"rows": [step_row(100, 1.0, 2.0), step_row(200, 3.0, 2.5)]},
+               "keras_hub": {"rows": [step_row(100, 1.5, 1.0)]}}
+    plot_by_steps(results, str(tmp_path / "plot.png"))
+    assert (tmp_path / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
