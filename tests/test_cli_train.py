@@ -96,6 +96,7 @@ def test_a_run_resumed_between_checkpoints_validates_at_the_same_steps(
     assert main(common + ["--max-steps", "8"]) == 0
     result = _json_line(capsys)
     assert (result["resumed_from"], result["step"]) == (3, 8)
+    assert result["seconds"] > 0  # the time in `fit`, which the quality benchmark plots
     # The resumed run trains 1 step to the epoch boundary, then a whole epoch: validation
     # and checkpoints come at steps 4 and 8, as in an uninterrupted run.
     assert [step for step, _ in list_checkpoints(str(model_dir / "checkpoints"))] == [4, 8]

@@ -22,6 +22,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 
 import keras
 
@@ -87,7 +88,8 @@ def train(data_dir, output_dir, config=None, **settings):
 
     Returns:
         A dict: the final step, the step it resumed from (0 for a fresh run), why
-        training stopped, the last logs and BLEU history.
+        training stopped, the last logs and BLEU history, and `seconds` spent training
+        (validation passes and checkpoints included; setup and the final save not).
 
     Example (two steps of a one-layer model on a folder written on the spot):
     >>> import tempfile
@@ -241,6 +243,7 @@ def train(data_dir, output_dir, config=None, **settings):
     else:
         limit.reason = f"already trained for {steps_done} steps"
     logs = {}
+    fit_started = time.monotonic()
     for first_epoch, steps_per_epoch, start in runs:
         if limit.reason:
             break
@@ -260,13 +263,14 @@ def train(data_dir, output_dir, config=None, **settings):
                 history = model.fit(batches(start), shuffle=False, **options)
         logs.update({key: float(values[-1]) for key, values in history.history.items()
                      if values})
+    fit_seconds = time.monotonic() - fit_started
     step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
     model.save(os.path.join(write_dir, MODEL_FILE))
     if not chief:
         shutil.rmtree(write_dir, ignore_errors=True)
     result = {"step": step, "resumed_from": steps_done,
               "stopped": limit.reason or f"finished {epochs} epochs",
-              "logs": logs, "bleu": bleu.history if bleu else [],
+              "logs": logs, "bleu": bleu.history if bleu else [], "seconds": fit_seconds,
               "model": os.path.join(output_dir, MODEL_FILE)}
     logger.info("Training stopped at step %d: %s", step, result["stopped"])
     return result
