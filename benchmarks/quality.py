@@ -9,15 +9,16 @@ the test split with sacrebleu (`keras_transformer.evaluation`) twice: with beam 
 of width 4 (the paper's decoding; ours with its length penalty 0.6, the baseline with
 KerasHub's `BeamSampler`, which has none), the headline figure, and greedily (ours with
 `kt.generate`, the baseline with KerasHub's `GreedySampler`). The baseline decodes with
-KerasHub's key/value cache (`KerasHubTranslator(cached=True)`, the same tokens as the
-keras.io recipe's uncached sampler, 12x faster).
+KerasHub's key/value cache (`KerasHubTranslator(cached=True)`: the keras.io recipe's
+uncached sampler's tokens, tested in float32, up to rounding in bfloat16; 12x faster).
 
 The headline is by steps (`--steps`, the default 500 1000 2000): each side trains to
 each step count in turn, on the same batches in the same order, and is scored there, so
-the machine's load moves only the minutes, not the scores. It writes `by_steps.json`, a
-Markdown table `by_steps.md` and the plot `bleu_by_steps.png` (BLEU against steps and
-against training minutes) into `--output`. `--minutes M` instead gives each side M
-minutes of training (`TrainingLimit`), the second table.
+the machine's load moves only the minutes (time in `fit`, validation included), not the
+scores. It writes `by_steps.json`, a Markdown table `by_steps.md` and the plot
+`bleu_by_steps.png` (BLEU against steps and against training minutes) into `--output`.
+`--minutes M` instead gives each side M minutes of training (`TrainingLimit`), the second
+table.
 
 `--set KEY=VALUE` changes the recipe for both sides (a `train` argument or a model
 override; the value is read as JSON when it parses, else as a string), to try a lever:
@@ -42,6 +43,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 SIDES = ("ours", "keras_hub")
 METHODS = ("beam", "greedy")  # the first is the headline
 STEPS = (500, 1000, 2000)
+PLOT_FILE = "bleu_by_steps.png"
+RESULT_FILE = "result.json"  # a side's result, in its folder of `--output`
 HARNESS_KEYS = ("max_steps", "max_minutes", "verbose")  # `train` arguments `--set` cannot change
 # The demo trains with `--precision auto`; both sides of a comparison need one precision.
 PINNED_PRECISION = "mixed_bfloat16"
@@ -62,7 +65,7 @@ def recipe(changes=None):
     for key in HARNESS_KEYS:
         if key in (changes or {}):
             raise ValueError(f"`{key}` is set by the benchmark itself (the budget is "
-                             f"`--minutes`); received {key}={changes[key]!r}")
+                             f"`--steps` or `--minutes`); received {key}={changes[key]!r}")
     from keras_transformer.training.config import TrainingConfig
 
     names = {field.name for field in dataclasses.fields(TrainingConfig)}
@@ -107,6 +110,7 @@ def _keras_hub_setup(data_dir, changes=None):
     """The baseline, compiled like `train` compiles ours, its tokenizer, settings, a
     function `start -> the seeded stream of batches from step start` and validation."""
     import keras
+    import tensorflow as tf
     from keras_hub_baseline import build_keras_hub_transformer
 
     from keras_transformer.data import Tokenizer, load_training_pairs, load_tsv, make_dataset
@@ -127,6 +131,9 @@ def _keras_hub_setup(data_dir, changes=None):
     validation = make_dataset(load_tsv(os.path.join(data_dir, "validation.tsv")), tokenizer,
                               settings["tokens_per_batch"], length, long_sequences="truncate",
                               shuffle=False, batch_size_multiple=1)
+    # As `train` does: with its length known, a validation pass ends without a warning.
+    validation = validation.apply(tf.data.experimental.assert_cardinality(
+        sum(1 for _ in validation)))
     model = build_keras_hub_transformer(settings["preset"],
                                         vocabulary_size=tokenizer.vocabulary_size,
                                         max_sequence_length=length, **overrides)
@@ -165,15 +172,15 @@ def train_keras_hub(data_dir, minutes, changes=None):
 
 def keras_hub_by_steps(data_dir, milestones, changes=None):
     """Train the baseline to each step count of `milestones` in turn; yields
-    `(translator, step, logs, training seconds of this stretch)` at each."""
+    `(translator, step, logs, seconds in fit for this stretch)` at each."""
     import keras
 
     model, tokenizer, settings, batches, validation = _keras_hub_setup(data_dir, changes)
     every = settings["checkpoint_every"]
     for milestone in milestones:
-        start = time.monotonic()
         done = int(model.optimizer.iterations.numpy())
-        history = model.fit(batches(done), validation_data=validation,
+        start = time.monotonic()
+        history = model.fit(batches(done), validation_data=validation, shuffle=False,
                             initial_epoch=done // every, epochs=milestone // every,
                             steps_per_epoch=every, verbose=0,
                             callbacks=[keras.callbacks.TerminateOnNaN()])
@@ -185,19 +192,18 @@ def keras_hub_by_steps(data_dir, milestones, changes=None):
 def ours_by_steps(data_dir, output_dir, milestones, changes=None):
     """`train` on a fresh `output_dir`, resumed to each step count of `milestones` in
     turn (the stream of batches is replayed from the step reached, as for any resume);
-    yields `(translator, step, logs, training seconds of this stretch)` at each."""
+    yields `(translator, step, logs, seconds in fit for this stretch)` at each."""
     from keras_transformer.generation import Translator
     from keras_transformer.training import train
 
     shutil.rmtree(output_dir, ignore_errors=True)
     arguments, overrides = recipe(changes)
     for milestone in milestones:
-        start = time.monotonic()
         result = train(data_dir, output_dir, **{**arguments, "max_steps": milestone,
                                                  "max_minutes": None, "verbose": 0},
                        **overrides)
-        seconds = time.monotonic() - start
-        yield Translator.from_directory(output_dir), result["step"], result["logs"], seconds
+        yield (Translator.from_directory(output_dir), result["step"], result["logs"],
+               result["seconds"])
 
 
 def check_milestones(milestones, changes=None):
@@ -241,6 +247,9 @@ def run_side_by_steps(side, data_dir, output_dir, milestones, changes=None):
     minutes = 0.0
     for translator, step, logs, seconds in stretches:
         minutes += seconds / 60
+        if side == "keras_hub":  # ours keeps its checkpoints; these, to score it again
+            translator.model.save_weights(os.path.join(output_dir,
+                                                       f"step-{step}.weights.h5"))
         row = {"steps": step, "training_minutes": minutes, "train_loss": logs.get("loss"),
                "validation_loss": logs.get("val_loss"), "scores": score(translator, test_pairs)}
         result["rows"].append(row)
@@ -275,25 +284,46 @@ def run_side(side, data_dir, output_dir, minutes, changes=None):
             "signature": headline["signature"], "scores": scores}
 
 
-def _run_side_process(side, arguments, timeout):
-    """`quality.py --side SIDE ARGUMENTS` in a fresh process: its result dict, or
-    `{"error": its last line}`. Its progress lines (`SIDE: ...`) are shown as they come."""
+def _run_side_process(side, arguments, output_dir, timeout):
+    """`quality.py --side SIDE ARGUMENTS` in a fresh process: the result dict it writes to
+    `output_dir/SIDE/result.json`, or `{"error": ...}` (its last line, or the timeout)
+    with the rows it kept in `by_steps.json` before. Its progress lines (`SIDE: ...`)
+    are shown as they come; the rest of its output is kept for the error only."""
+    folder = os.path.join(output_dir, side)
+    result_path = os.path.join(folder, RESULT_FILE)
+    if os.path.exists(result_path):
+        os.remove(result_path)  # an earlier run's
     env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    command = [sys.executable, os.path.abspath(__file__), "--side", side, *arguments]
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          env=env) as process:
-        timer = threading.Timer(timeout, process.kill)  # only catches hangs
+    command = [sys.executable, os.path.abspath(__file__), "--side", side,
+               "--output", output_dir, *arguments]
+    killed = threading.Event()
+    with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True, env=env) as process:
+        def kill():
+            killed.set()
+            process.kill()
+
+        timer = threading.Timer(timeout, kill)  # only catches hangs
+        timer.daemon = True
         timer.start()
         tail = []
-        for line in process.stderr:
-            if line.startswith(f"{side}:"):
-                print(line, end="", file=sys.stderr, flush=True)
-            tail = (tail + [line.rstrip()])[-20:]
-        lines = [line for line in process.stdout.read().splitlines() if line.startswith("{")]
-        timer.cancel()
-    if process.returncode or not lines:
-        return {"error": ([line for line in tail if line] or ["no output"])[-1]}
-    return json.loads(lines[-1])
+        try:
+            for line in process.stderr:
+                if line.startswith(f"{side}:"):
+                    print(line, end="", file=sys.stderr, flush=True)
+                tail = (tail + [line.rstrip()])[-20:]
+        finally:
+            timer.cancel()
+    if process.returncode == 0 and os.path.exists(result_path):
+        with open(result_path, encoding="utf-8") as file:
+            return json.load(file)
+    error = {"error": f"timed out after {timeout:.0f} s" if killed.is_set() else
+             ([line for line in tail if line] or ["no output"])[-1]}
+    partial = os.path.join(folder, "by_steps.json")
+    if os.path.exists(partial):
+        with open(partial, encoding="utf-8") as file:
+            error["rows"] = json.load(file)["rows"]
+    return error
 
 
 def _change_arguments(changes):
@@ -310,8 +340,8 @@ def benchmark(minutes=12.0, data_dir="runs/data", output_dir="runs/bench/quality
     for side in sides:
         # Evaluation and saving come on top of the budget.
         results[side] = _run_side_process(
-            side, ["--minutes", str(minutes), "--data", data_dir, "--output", output_dir,
-                   *_change_arguments(changes)], timeout=60 * minutes + 3600)
+            side, ["--minutes", str(minutes), "--data", data_dir, *_change_arguments(changes)],
+            output_dir, timeout=60 * minutes + 3600)
         print(json.dumps({side: results[side]}), file=sys.stderr, flush=True)
     return results
 
@@ -325,18 +355,23 @@ def benchmark_by_steps(milestones=STEPS, data_dir="runs/data", output_dir="runs/
     arguments, overrides = recipe(changes)
     results = {"steps": list(milestones), "method": METHODS[0], "methods": list(METHODS),
                "recipe": {**arguments, **overrides}}
+    plot = os.path.join(output_dir, PLOT_FILE)
+    if os.path.exists(plot):
+        os.remove(plot)  # an earlier run's, never shown beside this run's table
     for side in sides:
+        # A step took about 1.2 s on 2 cores, scoring a few minutes: generous.
         results[side] = _run_side_process(
-            side, ["--steps", *map(str, milestones), "--data", data_dir, "--output",
-                   output_dir, *_change_arguments(changes)],
-            timeout=4 * 3600)
+            side, ["--steps", *map(str, milestones), "--data", data_dir,
+                   *_change_arguments(changes)],
+            output_dir, timeout=3600 + 10 * max(milestones))
     os.makedirs(output_dir, exist_ok=True)
     with open(os.path.join(output_dir, "by_steps.json"), "w", encoding="utf-8") as file:
         json.dump(results, file, indent=2, ensure_ascii=False)
     with open(os.path.join(output_dir, "by_steps.md"), "w", encoding="utf-8") as file:
         file.write(steps_table(results) + "\n")
-    if all("rows" in results[side] for side in sides):
-        plot_by_steps(results, os.path.join(output_dir, "bleu_by_steps.png"))
+    if all("rows" in results[side] and "error" not in results[side] for side in sides):
+        plot_by_steps(results, plot)
+        results["plot"] = plot
     return results
 
 
@@ -363,10 +398,9 @@ def steps_table(results):
         entry = results.get(side)
         if entry is None:
             continue
-        if "rows" not in entry:
-            lines.append(f"| - | {names[side]} | failed: {entry.get('error')} | | | | | |")
-            continue
-        for row in entry["rows"]:
+        if "error" in entry:
+            lines.append(f"| - | {names[side]} | failed: {entry['error']} | | | | | |")
+        for row in entry.get("rows", []):
             loss = row.get("validation_loss")
             cells = [str(row["steps"]), names[side], f"{row['training_minutes']:.1f}",
                      "-" if loss is None else f"{loss:.3f}"]
@@ -386,6 +420,8 @@ def plot_by_steps(results, path):
 
     figure, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
     for side, color in zip(SIDES, ("tab:blue", "tab:orange"), strict=True):
+        if side not in results:
+            continue
         rows = results[side]["rows"]
         for method, style in zip(METHODS, ("-", "--"), strict=True):
             label = f"{'ours' if side == 'ours' else 'KerasHub'}, {method}"
@@ -405,8 +441,9 @@ def plot_by_steps(results, path):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, nargs="+", default=list(STEPS),
-                        help="the step counts to score both sides at (the headline)")
+    parser.add_argument("--steps", type=int, nargs="+",
+                        help="the step counts to score both sides at (the headline; "
+                             f"default {' '.join(map(str, STEPS))})")
     parser.add_argument("--minutes", type=float,
                         help="instead, a training budget per model in minutes")
     parser.add_argument("--data", default="runs/data")
@@ -417,6 +454,10 @@ def main():
                         help="change the recipe (a `train` argument or model override)")
     args = parser.parse_args()
     changes = dict(args.changes)
+    if args.steps and args.minutes is not None:
+        parser.error("give --steps (scores at step counts) or --minutes (a time budget), "
+                     "not both")
+    args.steps = args.steps or list(STEPS)
     try:
         recipe(changes)  # refuses the keys the benchmark sets, before any training starts
         if args.minutes is None:
@@ -434,6 +475,11 @@ def main():
         print(steps_table(result), file=sys.stderr)
     else:
         result = benchmark(args.minutes, args.data, args.output, changes=changes)
+    if args.side:
+        os.makedirs(os.path.join(args.output, args.side), exist_ok=True)
+        with open(os.path.join(args.output, args.side, RESULT_FILE), "w",
+                  encoding="utf-8") as file:
+            json.dump(result, file, ensure_ascii=False)
     print(json.dumps(result, indent=None if args.side else 2, ensure_ascii=False), flush=True)
 
 
