@@ -353,8 +353,9 @@ def benchmark_by_steps(milestones=STEPS, data_dir="runs/data", output_dir="runs/
     `output_dir` and returns the dict."""
     check_milestones(milestones, changes)
     arguments, overrides = recipe(changes)
+    recipe_shown = {key: value for key, value in arguments.items() if key not in HARNESS_KEYS}
     results = {"steps": list(milestones), "method": METHODS[0], "methods": list(METHODS),
-               "recipe": {**arguments, **overrides}}
+               "recipe": {**recipe_shown, **overrides}}
     plot = os.path.join(output_dir, PLOT_FILE)
     if os.path.exists(plot):
         os.remove(plot)  # an earlier run's, never shown beside this run's table
