@@ -70,15 +70,16 @@ def training_flops_per_token(config, batches):
     return flops / tokens
 
 
-def matmul_peak(dtype="float32", size=2048, seconds=3.0):
+def matmul_peak(dtype="float32", size=2048, seconds=3.0, jit_compile=False):
     """Best FLOP/s of a compiled `(size, size) @ (size, size)` product in `dtype`
-    (TensorFlow, like the CPU benchmarks it serves; `gpu.py` has a Keras one)."""
+    (TensorFlow, like the CPU benchmarks it serves; `gpu.py` has a Keras one), by
+    TensorFlow's own kernel or, with `jit_compile`, by XLA's."""
     import tensorflow as tf
 
     a = tf.random.uniform((size, size), dtype="float32")
     b = tf.random.uniform((size, size), dtype="float32")
     a, b = tf.cast(a, dtype), tf.cast(b, dtype)
-    product = tf.function(lambda x, y: tf.reduce_sum(tf.matmul(x, y)))
+    product = tf.function(lambda x, y: tf.reduce_sum(tf.matmul(x, y)), jit_compile=jit_compile)
     product(a, b).numpy()  # trace and warm up
     best = float("inf")
     deadline = time.perf_counter() + seconds

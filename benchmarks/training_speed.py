@@ -12,6 +12,8 @@ as ours) at each precision without XLA: the end-to-end comparison, and the price
 bucketing lever.
 
     python benchmarks/training_speed.py --data runs/data --batches 8
+    python benchmarks/training_speed.py --data runs/demo/data --sentences-only \
+        --precisions mixed_bfloat16 --jit-compile on --no-recipe     # some rows only
 """
 
 import argparse
@@ -254,6 +256,13 @@ def main():
     parser.add_argument("--passes", type=int, default=3,
                         help="timed passes after the first (the best counts)")
     parser.add_argument("--minutes", type=float, default=10.0, help="bound for all configs")
+    parser.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS))
+    parser.add_argument("--jit-compile", nargs="+", choices=("off", "on"), default=["off", "on"],
+                        help="without XLA, with it, or both")
+    parser.add_argument("--sentences-only", action="store_true",
+                        help="the demo's sentence pairs, not the whole training split")
+    parser.add_argument("--no-recipe", action="store_true",
+                        help="leave out the rows of the recipe's batching")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--batches-file", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -264,8 +273,11 @@ def main():
         result["peak_memory_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(json.dumps(result), flush=True)
         return
-    print(json.dumps(benchmark(args.data, args.preset, args.batches, args.passes,
-                               minutes=args.minutes), indent=2))
+    print(json.dumps(benchmark(
+        args.data, args.preset, args.batches, args.passes, precisions=tuple(args.precisions),
+        jit_compiles=tuple(choice == "on" for choice in args.jit_compile),
+        recipe_batching=not args.no_recipe, minutes=args.minutes,
+        sentences_only=args.sentences_only), indent=2))
 
 
 if __name__ == "__main__":
