@@ -67,18 +67,20 @@ def test_masked_keys_get_zero_weight_and_fully_masked_rows_no_nan():
     assert np.all(np.isfinite(keras.ops.convert_to_numpy(output)))
 
 
-def test_incremental_cache_equals_full_causal_attention():
-    sequence, _ = _inputs(batch=2, query_length=6)
+# Batch 1 feeds a single token a step, which `_project` computes as two rows.
+@pytest.mark.parametrize("batch", [1, 2])
+def test_incremental_cache_equals_full_causal_attention(batch):
+    sequence, _ = _inputs(batch=batch, query_length=6)
     layer = MultiHeadAttention(num_heads=4)
     full = layer(sequence, attention_mask=causal_mask(6)[None])
-    cache = np.zeros((2, 2, 4, 8, 4), "float32")  # 4 heads, preallocated for 8 positions
+    cache = np.zeros((batch, 2, 4, 8, 4), "float32")  # 4 heads, preallocated for 8 positions
     steps = []
     for index in range(6):
         mask = causal_mask(1, 8, start_index=index)[None]
         out, cache = layer(sequence[:, index : index + 1], attention_mask=mask, cache=cache,
                            cache_update_index=index)
         steps.append(out)
-        assert tuple(cache.shape) == (2, 2, 4, 8, 4)
+        assert tuple(cache.shape) == (batch, 2, 4, 8, 4)
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, atol=1e-5)
 
 
