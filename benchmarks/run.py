@@ -2,8 +2,10 @@
 
 Sections (each bounded in time but `quality`, which trains two models to 2,000 steps,
 about two hours on 2 cores): `training` (tokens/s, padding efficiency, peak memory,
-MFU; `training_speed.py`; then the same batches op by op, `training_profile.py`, for the
-measured reason of each row of ours below 1.5x KerasHub), `peak` (the matmul peaks MFU
+MFU; `training_speed.py`, within `--section-minutes` for each of the whole split and the
+sentence pairs; then the same batches op by op, `training_profile.py`, about 12 more
+minutes on 2 cores, for the measured reason of each row of ours below 1.5x KerasHub),
+`peak` (the matmul peaks MFU
 is measured against, and XLA's own; `mfu.py`),
 `translation` (`generation_speed.py`), `ctranslate2` (our decoding against CTranslate2
 on a trained model, `--ct2-model`; `ctranslate2_speed.py`), `quality` (BLEU and chrF of
@@ -67,8 +69,11 @@ def run_section(name, args):
             minutes=args.section_minutes, sentences_only=True)
         # The same batches op by op: the measured reason of a row below 1.5x KerasHub.
         for part, sentences_only in ((result, False), (result["sentence_pairs"], True)):
-            part["profile"] = profile(args.data, args.preset, args.batches,
-                                      sentences_only=sentences_only)
+            try:
+                part["profile"] = profile(args.data, args.preset, args.batches,
+                                          sentences_only=sentences_only)
+            except Exception as error:  # the speed rows above are kept either way
+                part["profile"] = {"runs": [], "error": f"{type(error).__name__}: {error}"}
         return result
     if name == "peak":
         from mfu import matmul_peak
@@ -137,7 +142,7 @@ def _command(results, name):
 
 PRODUCTS, LOSS, ATTENTION, ELSE = (
     "matrix products", "loss, other ops", "attention, other ops",
-    "everything else (norms, dropout, embeddings, optimizer, metrics)")
+    "everything else (norms, dropout, activations, embeddings, optimizer, metrics)")
 
 
 def _op_kinds(run):
@@ -180,27 +185,35 @@ def _below_reasons(runs, profile, peak=None):
             mine, other = profiled.get(("ours", precision)), profiled.get(("keras_hub", precision))
             if jit and all(plain):
                 ours_gain, their_gain = ours / plain[0], theirs / plain[1]
-                lines.append(
-                    row + f"with XLA KerasHub runs at {their_gain:.2f}x its speed without, "
-                    f"ours at {ours_gain:.2f}x. XLA fuses the element-wise and reduction work "
-                    "around the products, which KerasHub's step has more of (attention, "
-                    "other ops, in the profile), so the "
-                    f"{plain[0] / plain[1]:.2f}x without XLA becomes "
-                    f"{plain[0] / plain[1]:.2f} x {ours_gain:.2f} / {their_gain:.2f}."
-                    + _xla_peak_note(peak, PEAK_DTYPE.get(precision)))
-            elif precision in bounds:
-                floor, bound = mine[PRODUCTS] + mine[LOSS], bounds[precision]
-                if bound < 1.5:
-                    reason = (f"ours could be at most {bound:.2f}x even with no time outside "
-                              "its matrix products and loss, the same FLOPs in both models")
+                reason = (f"with XLA KerasHub runs at {their_gain:.2f}x its speed without, "
+                          f"ours at {ours_gain:.2f}x")
+                if their_gain > 1.02 * ours_gain:
+                    reason += (". XLA fuses the element-wise and reduction work around the "
+                               "products, which KerasHub's step has more of (attention, other "
+                               f"ops, in the profile), so the {plain[0] / plain[1]:.2f}x "
+                               f"without XLA becomes {plain[0] / plain[1]:.2f} x "
+                               f"{ours_gain:.2f} / {their_gain:.2f}.")
                 else:
-                    reason = (f"with no time outside its products and loss ours would be "
-                              f"{bound:.2f}x; 1.5x leaves {max(other['all'] / 1.5 - floor, 0):,.0f}"
-                              f" ms a step for the rest, and ours spends "
-                              f"{mine['all'] - floor:,.0f}: its attention's other ops "
-                              f"({mine[ATTENTION]:,.0f}) and the norms, dropout, embeddings "
-                              f"and optimizer ({mine[ELSE]:,.0f}; KerasHub's, the same Keras "
-                              f"layers, {other[ELSE]:,.0f})")
+                    reason += (": XLA changes both steps alike, so this row keeps the reason "
+                               f"of the row without XLA ({plain[0] / plain[1]:.2f}x).")
+                lines.append(row + reason + _xla_peak_note(peak, PEAK_DTYPE.get(precision)))
+            elif precision in bounds:
+                bound = bounds[precision]
+                own = mine[PRODUCTS] + mine[LOSS]
+                floor = min(own, other[PRODUCTS] + other[LOSS])
+                if bound < 1.5:
+                    reason = (f"even with nothing outside its matrix products and loss, and "
+                              "those as fast as in the faster model (the same FLOPs), ours "
+                              f"would be about {bound:.2f}x")
+                else:
+                    reason = (f"with nothing outside the products and loss, at the faster "
+                              f"model's {floor:,.0f} ms, ours would be about {bound:.2f}x; "
+                              f"1.5x leaves {max(other['all'] / 1.5 - floor, 0):,.0f} ms a step "
+                              f"beyond that, and ours spends {mine['all'] - floor:,.0f}: "
+                              f"{own - floor:,.0f} more in its products and loss, "
+                              f"{mine[ATTENTION]:,.0f} in the attention's other ops and "
+                              f"{mine[ELSE]:,.0f} in everything else (KerasHub: "
+                              f"{other[ELSE]:,.0f})")
                 lines.append(row + reason + " (the profile, op time summed per step).")
             else:
                 lines.append(row + "no profile of these batches in this run.")
@@ -208,9 +221,9 @@ def _below_reasons(runs, profile, peak=None):
 
 
 def _xla_peak_note(peak, dtype):
-    """The matrix-product peak under XLA against TensorFlow's kernel, where both were measured."""
+    """XLA's matrix-product peak, where it is clearly below TensorFlow's kernel's."""
     compiled = (peak or {}).get(f"{dtype} (XLA)")
-    if not compiled or dtype not in peak:
+    if not compiled or dtype not in peak or compiled > 0.9 * peak[dtype]:
         return ""
     return (f" XLA's own CPU matrix product reaches {compiled / 1e9:,.0f} GFLOP/s "
             f"in {dtype}, TensorFlow's {peak[dtype] / 1e9:,.0f} (the peaks above): the same "
@@ -313,7 +326,8 @@ def training_markdown(training, peak):
             rows.append([run["model"], run["precision"], run["jit_compile"], batching,
                          f"{speed:,.0f}" if speed else run.get("error", ""),
                          _ratio(speed, other) if run["model"] == "ours" else "",
-                         _ratio(ours, recipe) if run["model"] == "ours" else ""])
+                         _ratio(ours, recipe)
+                         if run["model"] == "ours" and not run["jit_compile"] else ""])
         lines += _table(["model", "precision", "jit_compile", "batches", "tokens/s",
                          "ours vs KerasHub, same batches", "ours vs the recipe's batching"],
                         rows)
@@ -465,7 +479,7 @@ def goals(results):
                 if ours and theirs:
                     mark(f"training tokens/s, ours / KerasHub on the same batches, {precision}"
                          f"{', XLA' if jit else ''}, {name}", ours / theirs, 1.5)
-                    if ours < 1.5 * theirs:
+                    if ours < 1.5 * theirs and section.get("profile"):
                         out[-1] += " (the training section says why, measured)"
     rows = results.get("translation", {}).get("rows", [])
     speed = {(row["batch_size"], row["method"]): row.get("target_tokens_per_second")
