@@ -5,8 +5,7 @@ about two hours on 2 cores): `training` (tokens/s, padding efficiency, peak memo
 MFU; `training_speed.py`, within `--section-minutes` for each of the whole split and the
 sentence pairs; then the same batches op by op, `training_profile.py`, about 12 more
 minutes on 2 cores, for the measured reason of each row of ours below 1.5x KerasHub),
-`peak` (the matmul peaks MFU
-is measured against, and XLA's own; `mfu.py`),
+`peak` (the matmul peaks MFU is measured against, and XLA's own; `mfu.py`),
 `translation` (`generation_speed.py`), `ctranslate2` (our decoding against CTranslate2
 on a trained model, `--ct2-model`; `ctranslate2_speed.py`), `quality` (BLEU and chrF of
 both models at the same step counts, `--quality-steps`, with a plot; `quality.py`) and
@@ -167,11 +166,12 @@ def _profile_table(profile):
 
 def _below_reasons(runs, profile, peak=None):
     """One line per row of ours below 1.5x KerasHub, with its measured reason."""
-    from training_profile import ceilings
+    from training_profile import ceilings, floor_ms, products_and_loss
 
     bounds = ceilings(profile) if profile else {}
-    profiled = {(run["model"], run["precision"]): _op_kinds(run) | {"all": run["op_ms_per_step"]}
-                for run in (profile or {}).get("runs", []) if "error" not in run}
+    raw = {(run["model"], run["precision"]): run
+           for run in (profile or {}).get("runs", []) if "error" not in run}
+    profiled = {key: _op_kinds(run) | {"all": run["op_ms_per_step"]} for key, run in raw.items()}
     lines = []
     for precision in ("float32", "mixed_bfloat16"):
         plain = (_speed(runs, "ours", precision, False),
@@ -199,8 +199,8 @@ def _below_reasons(runs, profile, peak=None):
                 lines.append(row + reason + _xla_peak_note(peak, PEAK_DTYPE.get(precision)))
             elif precision in bounds:
                 bound = bounds[precision]
-                own = mine[PRODUCTS] + mine[LOSS]
-                floor = min(own, other[PRODUCTS] + other[LOSS])
+                ours_run, their_run = raw[("ours", precision)], raw[("keras_hub", precision)]
+                own, floor = products_and_loss(ours_run), floor_ms(ours_run, their_run)
                 if bound < 1.5:
                     reason = (f"even with nothing outside its matrix products and loss, and "
                               "those as fast as in the faster model (the same FLOPs), ours "

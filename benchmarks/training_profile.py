@@ -158,6 +158,12 @@ def products_and_loss(run):
                if part.endswith(": matmul") or part.startswith("loss:"))
 
 
+def floor_ms(ours, theirs):
+    """The products and loss of the faster of two profiled runs (ms per step): the least
+    time either model's step could take, since both do the same FLOPs there."""
+    return min(products_and_loss(ours), products_and_loss(theirs))
+
+
 def ceilings(result):
     """`{precision: bound}`: about the most ours could be ahead of KerasHub on these batches.
 
@@ -180,7 +186,7 @@ def ceilings(result):
         theirs = runs.get(("keras_hub", precision))
         if model != "ours" or theirs is None:
             continue
-        floor = min(products_and_loss(ours), products_and_loss(theirs))
+        floor = floor_ms(ours, theirs)
         if floor > 0:
             bounds[precision] = theirs["op_ms_per_step"] / floor
     return bounds

@@ -167,7 +167,7 @@ def test_training_profile_reads_the_profile_and_names_the_parts():
     assert bound == pytest.approx(runs[1]["op_ms_per_step"] / floor)
 
 
-def test_training_profile_ceiling_is_keras_hub_over_our_products_and_loss():
+def test_training_profile_ceiling_is_keras_hub_over_the_faster_products_and_loss():
     from training_profile import ceilings
 
     def run(model, precision, total, by_part):
