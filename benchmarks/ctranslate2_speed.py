@@ -3,9 +3,12 @@
 The protocol of CTranslate2's own README table, on this machine: the test split's
 sentences, greedy search at batch 1 and beam 4 at batch 32, a fixed number of CPU
 threads (2 by default), target tokens/s (output pieces without the end token, best
-hypothesis only) of one timed pass after a warm-up pass (XLA compiles each padded shape
-in the warm-up). Every row sorts the sentences by length into batches, as `Translator`
-and CTranslate2's `max_batch_size` do. Rows:
+hypothesis only) and sentences/s, each the median of `--repeats` timed passes (3) after
+a warm-up pass (XLA compiles each padded shape in the warm-up); the rows take turns in
+each round of passes, so the shared machine's drift reaches them alike. Where two rows
+give different translations, tokens/s credits the one with the longer outputs, and
+sentences/s (the same sentences) compares the time. Every row sorts the sentences by
+length into batches, as `Translator` and CTranslate2's `max_batch_size` do. Rows:
 
 - ours, `kt.generate` compiled with XLA (float32 compute, as CTranslate2 float32: a
   model trained under mixed precision is decoded by a float32 copy in every row of ours);
@@ -44,6 +47,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 OURS = "ours, XLA"
+KERAS_HUB_CACHED = "KerasHub sampler, cached, XLA"
 
 
 def float32_model(model):
@@ -67,20 +71,35 @@ def batches_by_length(lengths, batch_size):
     return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
 
 
-def timed(translate, sources, batch_size, lengths):
-    """Run `translate(batch) -> (strings, token counts)` over length-sorted batches twice
-    (warm-up, timed): returns the strings in input order and target tokens/s."""
+def timed(runners, sources, batch_size, lengths, repeats=3):
+    """Run every `translate(batch) -> (strings, token counts)` of `runners` (label ->
+    function) over length-sorted batches: one warm-up pass each (XLA compiles every padded
+    shape there), then `repeats` timed passes, the rows interleaved in each round (in a
+    rotated order), so that the machine's drift reaches every row alike.
+
+    Returns label -> `(strings in input order, tokens/s of each timed pass, seconds of
+    each timed pass)`.
+    """
     batches = batches_by_length(lengths, batch_size)
-    strings = [None] * len(sources)
-    for batch in batches:  # warm-up: XLA compiles every padded shape here
-        translate([sources[i] for i in batch])
-    tokens, start = 0, time.perf_counter()
-    for batch in batches:
-        out, counts = translate([sources[i] for i in batch])
-        tokens += counts
-        for i, text in zip(batch, out, strict=True):
-            strings[i] = text
-    return strings, tokens / (time.perf_counter() - start)
+    labels = list(runners)
+    strings = {label: [None] * len(sources) for label in labels}
+    speeds = {label: [] for label in labels}
+    seconds = {label: [] for label in labels}
+    for label in labels:
+        for batch in batches:
+            runners[label]([sources[i] for i in batch])
+    for round_ in range(repeats):
+        for label in labels[round_ % len(labels):] + labels[: round_ % len(labels)]:
+            tokens, start = 0, time.perf_counter()
+            for batch in batches:
+                out, counts = runners[label]([sources[i] for i in batch])
+                tokens += counts
+                for i, text in zip(batch, out, strict=True):
+                    strings[label][i] = text
+            elapsed = time.perf_counter() - start
+            speeds[label].append(tokens / elapsed)
+            seconds[label].append(elapsed)
+    return {label: (strings[label], speeds[label], seconds[label]) for label in labels}
 
 
 def padded_sources(tokenizer, sentences, max_sequence_length):
@@ -205,10 +224,11 @@ SETTINGS = ((1, 1), (4, 32))  # (beam size, batch size): CTranslate2's own proto
 
 
 def benchmark(model_dir, sentences=None, threads=2, max_length=128, data=None, rows=ROWS,
-              work_dir=None, settings=SETTINGS):
+              work_dir=None, settings=SETTINGS, repeats=3):
     """The table's rows (`rows` picks them) for each `(beam size, batch size)` of
     `settings`, on the first `sentences` pairs of `data` (a TSV; default: the test split
-    of the data folder that config.json names)."""
+    of the data folder that config.json names); each row's speeds are the medians of
+    `repeats` timed passes (see `timed`)."""
     import keras
     import tensorflow as tf
 
@@ -275,18 +295,18 @@ def benchmark(model_dir, sentences=None, threads=2, max_length=128, data=None, r
                 runners[label] = ctranslate2_runner(ct2_paths[name], tokenizer, beam_size,
                                                     max_length, max_sequence_length, threads)
         for name, label, cached in (("keras_hub", "KerasHub sampler, XLA", False),
-                                    ("keras_hub_cached", "KerasHub sampler, cached, XLA", True)):
+                                    ("keras_hub_cached", KERAS_HUB_CACHED, True)):
             if name in rows:
                 runners[label] = keras_hub_runner(hub_model, tokenizer, beam_size, max_length,
                                                   max_sequence_length, cached=cached)
-        ours = None
-        for label, translate in runners.items():
-            strings, speed = timed(translate, sources, batch_size, lengths)
-            if label == OURS:
-                ours = strings
+        timings = timed(runners, sources, batch_size, lengths, repeats)
+        ours = timings[OURS][0] if OURS in timings else None
+        for label, (strings, speeds, seconds) in timings.items():
             row = {"decoding": "greedy" if beam_size == 1 else f"beam {beam_size}",
                    "batch_size": batch_size, "method": label,
-                   "target_tokens_per_second": round(speed, 1),
+                   "target_tokens_per_second": round(float(np.median(speeds)), 1),
+                   "sentences_per_second": round(len(sources) / float(np.median(seconds)), 2),
+                   "tokens_per_second_runs": [round(speed, 1) for speed in speeds],
                    "bleu": score_translations(strings, references)["bleu"]}
             if ours is not None:
                 row["same_as_ours"] = round(
@@ -294,20 +314,22 @@ def benchmark(model_dir, sentences=None, threads=2, max_length=128, data=None, r
             results.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
     return {"model": model_dir, "sentences": len(sources), "threads": threads,
-            "max_length": max_length, "rows": results}
+            "max_length": max_length, "repeats": repeats, "rows": results}
 
 
 def markdown(result):
-    lines = ["| decoding | batch | method | tokens/s | vs CTranslate2 float32 | BLEU "
-             "| same as ours |", "|---|---|---|---|---|---|---|"]
+    lines = ["| decoding | batch | method | tokens/s | sentences/s | vs CTranslate2 float32 "
+             "| BLEU | same as ours |", "|---|---|---|---|---|---|---|---|"]
     reference = {(row["decoding"], row["batch_size"]): row["target_tokens_per_second"]
                  for row in result["rows"] if row["method"] == "CTranslate2 float32"}
     for row in result["rows"]:
         base = reference.get((row["decoding"], row["batch_size"]))
         speed = row["target_tokens_per_second"]
         same = row.get("same_as_ours")
+        sentences = row.get("sentences_per_second")
         lines.append(f"| {row['decoding']} | {row['batch_size']} | {row['method']} | "
-                     f"{speed:,.1f} | {f'{speed / base:.2f}x' if base else 'n/a'} | "
+                     f"{speed:,.1f} | {'' if sentences is None else f'{sentences:,.2f}'} | "
+                     f"{f'{speed / base:.2f}x' if base else 'n/a'} | "
                      f"{row['bleu']:.2f} | {'' if same is None else f'{100 * same:.1f}%'} |")
     return "\n".join(lines)
 
@@ -325,6 +347,17 @@ def setting(text):
     return beam_size, batch_size
 
 
+def positive_int(text):
+    """An int >= 1 for argparse, or an error that names the value."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return value
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="runs/demo/model", metavar="DIR",
@@ -340,9 +373,12 @@ def main():
                         metavar="BEAMxBATCH", help="beam size x batch size (default: 1x1 4x32)")
     parser.add_argument("--rows", nargs="+", choices=ROWS, default=ROWS,
                         help="which rows to run (default: all)")
+    parser.add_argument("--repeats", type=positive_int, default=3, metavar="N",
+                        help="timed passes per row, the rows taking turns; the table shows "
+                             "their medians (default: 3)")
     args = parser.parse_args()
     result = benchmark(args.model, args.sentences, args.threads, args.max_length, args.data,
-                       rows=args.rows, settings=args.settings)
+                       rows=args.rows, settings=args.settings, repeats=args.repeats)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as file:
             json.dump(result, file, indent=2)

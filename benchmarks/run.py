@@ -29,12 +29,15 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from quality import STEPS, check_milestones  # noqa: E402 (after the path)
+from ctranslate2_speed import KERAS_HUB_CACHED, OURS  # noqa: E402 (after the path)
+from quality import STEPS, check_milestones  # noqa: E402
 
 SECTIONS = ("peak", "translation", "ctranslate2", "training", "quality", "quality_minutes")
 PLOT = "quality_by_steps.png"  # under docs/images/
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 UNCACHED = "uncached greedy (tutorial loop)"
+# The decoding section's settings (beam size, batch size): greedy and beam 4, at 1 and 32.
+DECODING_SETTINGS = ((1, 1), (4, 1), (1, 32), (4, 32))
 PEAK_DTYPE = {"float32": "float32", "mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}
 
 
@@ -90,7 +93,7 @@ def run_section(name, args):
             return {"error": f"skipped: no trained model in {args.ct2_model} (make demo)"}
         from ctranslate2_speed import benchmark
 
-        return benchmark(args.ct2_model, args.ct2_sentences)
+        return benchmark(args.ct2_model, args.ct2_sentences, settings=DECODING_SETTINGS)
     if name == "quality":
         from quality import benchmark_by_steps
 
@@ -445,9 +448,12 @@ def ctranslate2_markdown(result):
     return lines + [
         f"The trained model `{result['model']}`, the first {result['sentences']} sentences "
         f"of its test split, {result['threads']} CPU threads, at most {result['max_length']} "
-        "output tokens, no length penalty on either side; target tokens/s of one pass after "
-        "a warm-up pass (`benchmarks/ctranslate2_speed.py`). `same as ours` counts the "
-        "translations equal to ours (XLA, same decoding).", "", table(result)]
+        "output tokens, no length penalty on either side; target tokens/s and sentences/s, "
+        f"each the median of {result.get('repeats', 1)} timed passes after a warm-up pass, "
+        "the rows taking turns (`benchmarks/ctranslate2_speed.py`). `same as ours` counts "
+        "the translations equal to ours (XLA, same decoding); where they differ, tokens/s "
+        "credits the longer outputs and sentences/s compares the time.", "",
+        table(result)]
 
 
 def _round(value):
@@ -492,11 +498,24 @@ def goals(results):
             mark("cached greedy / uncached loop at batch 32", greedy / base, 10)
         if base and beam:
             mark(f"beam 4 / uncached greedy loop at batch {batch}", beam / base, 3)
+    decoding_rows = results.get("ctranslate2", {}).get("rows", [])
+    by_setting = {(row["decoding"], row["batch_size"], row["method"]): row
+                  for row in decoding_rows}
+    for (decoding, batch, method), row in by_setting.items():
+        hub = by_setting.get((decoding, batch, KERAS_HUB_CACHED))
+        if method != OURS or not hub or not hub.get("sentences_per_second"):
+            continue
+        mark(f"decoding, ours / KerasHub's cached sampler, {decoding} at batch {batch}, by "
+             "sentences/s on the same sentences",
+             row["sentences_per_second"] / hub["sentences_per_second"], 1.5)
+        tokens = _ratio(row["target_tokens_per_second"], hub["target_tokens_per_second"])
+        out[-1] += (f"; by target tokens/s {tokens} ({100 * hub.get('same_as_ours', 0):.0f}% "
+                    "of its translations are ours)")
     ct2 = {(row["decoding"], row["method"]): row["target_tokens_per_second"]
-           for row in results.get("ctranslate2", {}).get("rows", [])}
-    if ct2.get(("beam 4", "ours, XLA")) and ct2.get(("beam 4", "CTranslate2 float32")):
+           for row in decoding_rows}
+    if ct2.get(("beam 4", OURS)) and ct2.get(("beam 4", "CTranslate2 float32")):
         mark("beam 4 at batch 32, ours (XLA) / CTranslate2 float32",
-             ct2["beam 4", "ours, XLA"] / ct2["beam 4", "CTranslate2 float32"], 0.5)
+             ct2["beam 4", OURS] / ct2["beam 4", "CTranslate2 float32"], 0.5)
     quality = results.get("quality", {})
     if "rows" in quality.get("ours", {}) and "rows" in quality.get("keras_hub", {}):
         theirs = {row["steps"]: row for row in quality["keras_hub"]["rows"]}

@@ -342,6 +342,55 @@ def test_markdown_report_and_docs_section(tmp_path):
     assert missing.read_text() == f"# Results\n\n{run.START}\nx\n{run.END}\n"
 
 
+def test_decoding_rows_take_turns_and_report_medians(monkeypatch):
+    import ctranslate2_speed
+
+    calls, clock = [], [0.0]
+    monkeypatch.setattr(ctranslate2_speed.time, "perf_counter", lambda: clock[0])
+
+    def runner(name, seconds, words):
+        def translate(sentences):
+            calls.append(name)
+            clock[0] += seconds
+            return [f"{name} {text}" for text in sentences], words * len(sentences)
+        return translate
+
+    runners = {"a": runner("a", 1.0, 2), "b": runner("b", 3.0, 1)}
+    timings = ctranslate2_speed.timed(runners, ["x", "yy", "zzz"], 2, [1, 2, 3], repeats=3)
+    # Warm-up a, b (2 batches each); then the rounds a b, b a, a b.
+    assert calls == ["a"] * 2 + ["b"] * 2 + ["a"] * 2 + ["b"] * 4 + ["a"] * 4 + ["b"] * 2
+    strings, speeds, seconds = timings["a"]
+    assert strings == ["a x", "a yy", "a zzz"] and seconds == [2.0] * 3 and speeds == [3.0] * 3
+    assert timings["b"][1] == [0.5] * 3
+    with pytest.raises(Exception, match="is not a whole number >= 1"):
+        ctranslate2_speed.positive_int("0")
+
+
+def test_decoding_goals_compare_the_cached_samplers_by_sentences_per_second():
+    import run
+    from ctranslate2_speed import markdown
+
+    def row(decoding, batch, method, tokens, sentences, same=1.0):
+        return {"decoding": decoding, "batch_size": batch, "method": method, "bleu": 1.0,
+                "target_tokens_per_second": tokens, "sentences_per_second": sentences,
+                "same_as_ours": same}
+
+    result = {"model": "m", "sentences": 10, "threads": 2, "max_length": 128, "repeats": 3,
+              "rows": [row("greedy", 1, run.OURS, 800.0, 80.0),
+                       row("greedy", 1, run.KERAS_HUB_CACHED, 400.0, 40.0),
+                       row("beam 4", 1, run.OURS, 300.0, 40.0),
+                       row("beam 4", 1, run.KERAS_HUB_CACHED, 270.0, 30.0, same=0.6)]}
+    lines = run.goals({"ctranslate2": result})
+    assert ("decoding, ours / KerasHub's cached sampler, greedy at batch 1, by sentences/s on "
+            "the same sentences: 2.00 (target 1.5) - met; by target tokens/s 2.00x (100% of "
+            "its translations are ours)") in lines
+    assert ("decoding, ours / KerasHub's cached sampler, beam 4 at batch 1, by sentences/s on "
+            "the same sentences: 1.33 (target 1.5) - NOT met; by target tokens/s 1.11x (60% "
+            "of its translations are ours)") in lines
+    assert "| beam 4 | 1 | ours, XLA | 300.0 | 40.00 | n/a | 1.00 | 100.0% |" in markdown(result)
+    assert "the median of 3 timed passes" in "\n".join(run.ctranslate2_markdown(result))
+
+
 def test_gpu_script_smoke_runs_on_cpu():
     # gpu.py runs where only JAX or PyTorch is installed: under JAX it must load no
     # TensorFlow module, and every section must measure something.
