@@ -119,14 +119,17 @@ def _compile(model, search):
 
         # One function per padded shape: each shape is its own XLA program anyway, and
         # one function traced for many shapes makes TensorFlow warn about retracing.
-        # (TensorFlow counts traces per code object; a `partial` is counted alone.)
+        # (TensorFlow counts traces per code object; a `partial` is counted alone.) Its
+        # concrete function is called directly: `tf.function`'s own dispatch hashes the
+        # arguments and every captured weight on each call, 0.7 ms of a 7 ms search.
         by_shape = {}
 
         def search_by_shape(encoder_token_ids, *args):
             shape = tuple(encoder_token_ids.shape)
             if shape not in by_shape:
-                by_shape[shape] = tf.function(functools.partial(search), jit_compile=True,
-                                              reduce_retracing=False)
+                by_shape[shape] = tf.function(
+                    functools.partial(search), jit_compile=True, reduce_retracing=False
+                ).get_concrete_function(encoder_token_ids, *args)
             return by_shape[shape](encoder_token_ids, *args)
 
         search_by_shape.by_shape = by_shape
