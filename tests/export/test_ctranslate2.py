@@ -2,6 +2,7 @@
 
 import json
 import os
+import subprocess
 import sys
 import warnings
 
@@ -256,3 +257,28 @@ def test_speed_benchmark_runs_and_ctranslate2_gives_our_strings(model_dir, tmp_p
         assert rows[decoding, "CTranslate2 float32"]["same_as_ours"] == 1.0
         assert rows[decoding, "ours, XLA"]["target_tokens_per_second"] > 0
     assert "| greedy | 1 | CTranslate2 float32 |" in markdown(result)
+
+
+def test_decoding_profile_splits_each_sentence_into_products_and_the_rest(model_dir, tmp_path):
+    from keras_transformer.data.corpora import write_tsv
+
+    data, output = str(tmp_path / "pairs.tsv"), str(tmp_path / "profile.json")
+    write_tsv(data, list(zip(SENTENCES[:3], SENTENCES[1:4], strict=True)))
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks",
+                          "decoding_profile.py")
+    done = subprocess.run(
+        [sys.executable, script, "--model", model_dir, "--data", data, "--sentences", "3",
+         "--settings", "1x1", "4x1", "--output", output],
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, "KERAS_BACKEND": "tensorflow"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    with open(output) as file:
+        rows = json.load(file)["rows"]
+    assert [(row["decoding"], row["method"]) for row in rows] == [
+        ("greedy", "ours, XLA"), ("greedy", "KerasHub sampler, cached, XLA"),
+        ("beam 4", "ours, XLA"), ("beam 4", "KerasHub sampler, cached, XLA")]
+    for row in rows:
+        ms = row["ms_per_sentence"]
+        assert ms["products"] > 0 and ms["other ops"] > 0 and 0 <= ms["host"] <= ms["wall"]
+    assert "| greedy | 1 | ours, XLA |" in done.stdout
+    assert "- beam 4 at batch 1: ours / KerasHub" in done.stdout
