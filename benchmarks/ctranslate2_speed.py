@@ -3,7 +3,7 @@
 The protocol of CTranslate2's own README table, on this machine: the test split's
 sentences, greedy search at batch 1 and beam 4 at batch 32, a fixed number of CPU
 threads (2 by default), target tokens/s (output pieces without the end token, best
-hypothesis only) and sentences/s, each the median of `--repeats` timed passes (3) after
+hypothesis only) and sentences/s of the median of `--repeats` timed passes (3) after
 a warm-up pass (XLA compiles each padded shape in the warm-up); the rows take turns in
 each round of passes, so the shared machine's drift reaches them alike. Where two rows
 give different translations, tokens/s credits the one with the longer outputs, and
@@ -100,6 +100,18 @@ def timed(runners, sources, batch_size, lengths, repeats=3):
             speeds[label].append(tokens / elapsed)
             seconds[label].append(elapsed)
     return {label: (strings[label], speeds[label], seconds[label]) for label in labels}
+
+
+def median_pass(seconds):
+    """The index of the median of the timed passes (the slower middle one of an even
+    count), so that a row's tokens/s and sentences/s come from the same pass.
+
+    Example:
+    >>> median_pass([3.0, 1.0, 2.0]), median_pass([4.0, 1.0, 3.0, 2.0])
+    (2, 2)
+    """
+    order = sorted(range(len(seconds)), key=seconds.__getitem__)
+    return order[len(order) // 2]
 
 
 def padded_sources(tokenizer, sentences, max_sequence_length):
@@ -302,10 +314,11 @@ def benchmark(model_dir, sentences=None, threads=2, max_length=128, data=None, r
         timings = timed(runners, sources, batch_size, lengths, repeats)
         ours = timings[OURS][0] if OURS in timings else None
         for label, (strings, speeds, seconds) in timings.items():
+            middle = median_pass(seconds)
             row = {"decoding": "greedy" if beam_size == 1 else f"beam {beam_size}",
                    "batch_size": batch_size, "method": label,
-                   "target_tokens_per_second": round(float(np.median(speeds)), 1),
-                   "sentences_per_second": round(len(sources) / float(np.median(seconds)), 2),
+                   "target_tokens_per_second": round(speeds[middle], 1),
+                   "sentences_per_second": round(len(sources) / seconds[middle], 2),
                    "tokens_per_second_runs": [round(speed, 1) for speed in speeds],
                    "bleu": score_translations(strings, references)["bleu"]}
             if ours is not None:

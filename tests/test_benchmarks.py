@@ -28,11 +28,12 @@ def tiny_batch():
 
 
 def test_docstring_examples():
+    import ctranslate2_speed
     import keras_hub_baseline
     import mfu
     import quality
 
-    for module in (keras_hub_baseline, mfu, quality):
+    for module in (ctranslate2_speed, keras_hub_baseline, mfu, quality):
         failed, attempted = doctest.testmod(module, extraglobs={"np": np})
         assert attempted > 0 and failed == 0, module.__name__
 
@@ -342,26 +343,30 @@ def test_markdown_report_and_docs_section(tmp_path):
     assert missing.read_text() == f"# Results\n\n{run.START}\nx\n{run.END}\n"
 
 
-def test_decoding_rows_take_turns_and_report_medians(monkeypatch):
+def test_decoding_rows_take_turns_and_report_the_median_pass(monkeypatch):
     import ctranslate2_speed
 
     calls, clock = [], [0.0]
     monkeypatch.setattr(ctranslate2_speed.time, "perf_counter", lambda: clock[0])
 
-    def runner(name, seconds, words):
+    def runner(name, seconds_by_round):
         def translate(sentences):
             calls.append(name)
-            clock[0] += seconds
-            return [f"{name} {text}" for text in sentences], words * len(sentences)
+            # Two batches a pass: the warm-up, then rounds 0, 1, 2, each at its own time.
+            clock[0] += seconds_by_round[(calls.count(name) - 1) // 2]
+            return [f"{name} {text}" for text in sentences], len(sentences)
         return translate
 
-    runners = {"a": runner("a", 1.0, 2), "b": runner("b", 3.0, 1)}
+    runners = {"a": runner("a", [0.5, 1.0, 3.0, 2.0]), "b": runner("b", [0.5, 1.0, 1.0, 1.0]),
+               "c": runner("c", [0.5, 2.0, 2.0, 2.0])}
     timings = ctranslate2_speed.timed(runners, ["x", "yy", "zzz"], 2, [1, 2, 3], repeats=3)
-    # Warm-up a, b (2 batches each); then the rounds a b, b a, a b.
-    assert calls == ["a"] * 2 + ["b"] * 2 + ["a"] * 2 + ["b"] * 4 + ["a"] * 4 + ["b"] * 2
+    # Warm-up a, b, c (2 batches each); then the rounds a b c, b c a, c a b.
+    order = [name for i, name in enumerate(calls) if i % 2 == 0]
+    assert order == list("abc" "abc" "bca" "cab")
     strings, speeds, seconds = timings["a"]
-    assert strings == ["a x", "a yy", "a zzz"] and seconds == [2.0] * 3 and speeds == [3.0] * 3
-    assert timings["b"][1] == [0.5] * 3
+    assert strings == ["a x", "a yy", "a zzz"] and seconds == [2.0, 6.0, 4.0]
+    assert speeds == [1.5, 0.5, 0.75]
+    assert ctranslate2_speed.median_pass(seconds) == 2  # the 4 s pass, not a mean of passes
     with pytest.raises(Exception, match="is not a whole number >= 1"):
         ctranslate2_speed.positive_int("0")
 

@@ -125,12 +125,12 @@ def _compile(model, search):
         by_shape = {}
 
         def search_by_shape(encoder_token_ids, *args):
-            shape = tuple(encoder_token_ids.shape)
-            if shape not in by_shape:
-                by_shape[shape] = tf.function(
+            key = (tuple(encoder_token_ids.shape), encoder_token_ids.dtype.name)
+            if key not in by_shape:
+                by_shape[key] = tf.function(
                     functools.partial(search), jit_compile=True, reduce_retracing=False
                 ).get_concrete_function(encoder_token_ids, *args)
-            return by_shape[shape](encoder_token_ids, *args)
+            return by_shape[key](encoder_token_ids, *args)
 
         search_by_shape.by_shape = by_shape
         return search_by_shape

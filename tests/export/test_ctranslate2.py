@@ -251,7 +251,8 @@ def test_speed_benchmark_runs_and_ctranslate2_gives_our_strings(model_dir, tmp_p
     data = str(tmp_path / "pairs.tsv")
     write_tsv(data, list(zip(SENTENCES[:8], SENTENCES[1:9], strict=True)))
     result = benchmark(model_dir, sentences=8, max_length=MAX_LENGTH, data=data,
-                       rows=("ours", "ct2_float32"), work_dir=str(tmp_path / "work"))
+                       rows=("ours", "ct2_float32"), work_dir=str(tmp_path / "work"),
+                       repeats=1)
     rows = {(row["decoding"], row["method"]): row for row in result["rows"]}
     for decoding in ("greedy", "beam 4"):
         assert rows[decoding, "CTranslate2 float32"]["same_as_ours"] == 1.0
@@ -279,6 +280,6 @@ def test_decoding_profile_splits_each_sentence_into_products_and_the_rest(model_
         ("beam 4", "ours, XLA"), ("beam 4", "KerasHub sampler, cached, XLA")]
     for row in rows:
         ms = row["ms_per_sentence"]
-        assert ms["products"] > 0 and ms["other ops"] > 0 and 0 <= ms["host"] <= ms["wall"]
+        assert ms["products"] > 0 and ms["other ops"] > 0 and ms["host"] > 0
     assert "| greedy | 1 | ours, XLA |" in done.stdout
     assert "- beam 4 at batch 1: ours / KerasHub" in done.stdout

@@ -40,7 +40,7 @@ def test_compiled_function_is_reused_across_batches(random_model, source_ids):
 
 def tracing_count(search):
     """How often the compiled search was traced (TensorFlow and JAX), else 0."""
-    if hasattr(search, "by_shape"):  # TensorFlow: one concrete function per padded shape
+    if hasattr(search, "by_shape"):  # TensorFlow: one trace, a concrete function, per shape
         return len(search.by_shape)
     if hasattr(search, "experimental_get_tracing_count"):
         return search.experimental_get_tracing_count()
