@@ -48,6 +48,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 OURS = "ours, XLA"
 KERAS_HUB_CACHED = "KerasHub sampler, cached, XLA"
+CT2_FLOAT32 = "CTranslate2 float32"
 
 
 def float32_model(model):
@@ -71,6 +72,18 @@ def batches_by_length(lengths, batch_size):
     return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
 
 
+def translate_all(translate, sources, batches):
+    """One pass of `translate(batch) -> (strings, token counts)` over `batches` (lists of
+    indices into `sources`): `(strings in input order, target tokens, seconds)`."""
+    strings, tokens, start = [None] * len(sources), 0, time.perf_counter()
+    for batch in batches:
+        out, counts = translate([sources[i] for i in batch])
+        tokens += counts
+        for i, text in zip(batch, out, strict=True):
+            strings[i] = text
+    return strings, tokens, time.perf_counter() - start
+
+
 def timed(runners, sources, batch_size, lengths, repeats=3):
     """Run every `translate(batch) -> (strings, token counts)` of `runners` (label ->
     function) over length-sorted batches: one warm-up pass each (XLA compiles every padded
@@ -82,21 +95,14 @@ def timed(runners, sources, batch_size, lengths, repeats=3):
     """
     batches = batches_by_length(lengths, batch_size)
     labels = list(runners)
-    strings = {label: [None] * len(sources) for label in labels}
+    strings = {}
     speeds = {label: [] for label in labels}
     seconds = {label: [] for label in labels}
     for label in labels:
-        for batch in batches:
-            runners[label]([sources[i] for i in batch])
+        translate_all(runners[label], sources, batches)
     for round_ in range(repeats):
         for label in labels[round_ % len(labels):] + labels[: round_ % len(labels)]:
-            tokens, start = 0, time.perf_counter()
-            for batch in batches:
-                out, counts = runners[label]([sources[i] for i in batch])
-                tokens += counts
-                for i, text in zip(batch, out, strict=True):
-                    strings[label][i] = text
-            elapsed = time.perf_counter() - start
+            strings[label], tokens, elapsed = translate_all(runners[label], sources, batches)
             speeds[label].append(tokens / elapsed)
             seconds[label].append(elapsed)
     return {label: (strings[label], speeds[label], seconds[label]) for label in labels}
@@ -235,13 +241,11 @@ ROWS = ("ours", "ours_whole_batch", "saved_model", "keras_int8", "ct2_float32", 
 SETTINGS = ((1, 1), (4, 32))  # (beam size, batch size): CTranslate2's own protocol
 
 
-def benchmark(model_dir, sentences=None, threads=2, max_length=128, data=None, rows=ROWS,
-              work_dir=None, settings=SETTINGS, repeats=3):
-    """The table's rows (`rows` picks them) for each `(beam size, batch size)` of
-    `settings`, on the first `sentences` pairs of `data` (a TSV; default: the test split
-    of the data folder that config.json names); each row's speeds are the medians of
-    `repeats` timed passes (see `timed`)."""
-    import keras
+def load_decoding_setup(model_dir, sentences=None, data=None, threads=2):
+    """What every decoding row needs, loaded once: `(sources, references, source lengths in
+    pieces, tokenizer, float32 model, max_sequence_length)` for the first `sentences` pairs
+    of `data` (a TSV; default: the test split of the data folder config.json names), with
+    TensorFlow's thread pools set to `threads`."""
     import tensorflow as tf
 
     try:
@@ -252,8 +256,6 @@ def benchmark(model_dir, sentences=None, threads=2, max_length=128, data=None, r
               file=sys.stderr)
 
     from keras_transformer.data.corpora import load_tsv
-    from keras_transformer.evaluation import score_translations
-    from keras_transformer.export import export_ctranslate2, export_saved_model
     from keras_transformer.folders import CONFIG_FILE, TEST_FILE
     from keras_transformer.generation import Translator
 
@@ -262,11 +264,26 @@ def benchmark(model_dir, sentences=None, threads=2, max_length=128, data=None, r
     pairs = load_tsv(data or os.path.join(config["data_dir"], TEST_FILE))[:sentences]
     sources = [source for source, _ in pairs]
     references = [target for _, target in pairs]
-    max_sequence_length = config.get("max_sequence_length", 128)
     loaded = Translator.from_directory(model_dir)
-    tokenizer = loaded.tokenizer
-    model = float32_model(loaded.model)
-    lengths = [len(ids) for ids in tokenizer.encode_as_ids(sources)]
+    lengths = [len(ids) for ids in loaded.tokenizer.encode_as_ids(sources)]
+    return (sources, references, lengths, loaded.tokenizer, float32_model(loaded.model),
+            config.get("max_sequence_length", 128))
+
+
+def benchmark(model_dir, sentences=None, threads=2, max_length=128, data=None, rows=ROWS,
+              work_dir=None, settings=SETTINGS, repeats=3):
+    """The table's rows (`rows` picks them) for each `(beam size, batch size)` of
+    `settings`, on the first `sentences` pairs of `data` (a TSV; default: the test split
+    of the data folder that config.json names); each row's speeds are the medians of
+    `repeats` timed passes (see `timed`)."""
+    import keras
+
+    from keras_transformer.evaluation import score_translations
+    from keras_transformer.export import export_ctranslate2, export_saved_model
+    from keras_transformer.generation import Translator
+
+    (sources, references, lengths, tokenizer, model,
+     max_sequence_length) = load_decoding_setup(model_dir, sentences, data, threads)
     work_dir = work_dir or tempfile.mkdtemp(prefix="ct2-bench-")
 
     ct2_paths = {}
@@ -301,7 +318,7 @@ def benchmark(model_dir, sentences=None, threads=2, max_length=128, data=None, r
         if int8_model is not None:
             runners["ours, Keras int8 (XLA)"] = our_runner(
                 int8_model, tokenizer, beam_size, max_length, max_sequence_length)
-        for name, label in (("ct2_float32", "CTranslate2 float32"),
+        for name, label in (("ct2_float32", CT2_FLOAT32),
                             ("ct2_int8", "CTranslate2 int8")):
             if name in ct2_paths:
                 runners[label] = ctranslate2_runner(ct2_paths[name], tokenizer, beam_size,
@@ -334,7 +351,7 @@ def markdown(result):
     lines = ["| decoding | batch | method | tokens/s | sentences/s | vs CTranslate2 float32 "
              "| BLEU | same as ours |", "|---|---|---|---|---|---|---|---|"]
     reference = {(row["decoding"], row["batch_size"]): row["target_tokens_per_second"]
-                 for row in result["rows"] if row["method"] == "CTranslate2 float32"}
+                 for row in result["rows"] if row["method"] == CT2_FLOAT32}
     for row in result["rows"]:
         base = reference.get((row["decoding"], row["batch_size"]))
         speed = row["target_tokens_per_second"]

@@ -31,12 +31,10 @@ os.environ["XLA_FLAGS"] = " ".join(  # before TensorFlow starts
 
 import argparse  # noqa: E402
 import collections  # noqa: E402
-import glob  # noqa: E402
 import json  # noqa: E402
 import re  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
-import time  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -46,7 +44,9 @@ from ctranslate2_speed import (  # noqa: E402
     batches_by_length,
     positive_int,
     setting,
+    translate_all,
 )
+from training_profile import under_profiler  # noqa: E402
 
 PARTS = ("wall", "host", "products", "other ops", "waiting")
 _PRODUCT = re.compile(r"^(MatMul|dot|convolution)|dot_|_dot")
@@ -83,17 +83,9 @@ def kernel_times(xplane_path):
 def _traced_pass(translate, sources, batches, log_dir):
     """Seconds to translate `sources` in `batches` under the profiler, and the kernel
     times of that pass (`kernel_times`)."""
-    import tensorflow as tf
-
-    tf.profiler.experimental.start(log_dir)
-    try:
-        start = time.perf_counter()
-        for batch in batches:
-            translate([sources[i] for i in batch])
-        seconds = time.perf_counter() - start
-    finally:
-        tf.profiler.experimental.stop()
-    (path,) = glob.glob(os.path.join(log_dir, "**", "*.xplane.pb"), recursive=True)
+    (_, _, seconds), paths = under_profiler(
+        lambda: translate_all(translate, sources, batches), log_dir)
+    (path,) = paths
     parts = kernel_times(path)
     if not parts["products"]:
         raise RuntimeError(
@@ -107,32 +99,18 @@ def profile(model_dir, sentences=100, settings=((1, 1), (4, 1)), threads=2, max_
             data=None, repeats=3):
     """Per-sentence ms by part for ours and KerasHub's cached sampler in each setting, on
     the first `sentences` sources of `data` (a TSV; default: the model's test split)."""
-    import tensorflow as tf
-
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
     from ctranslate2_speed import (
-        float32_model,
         keras_hub_model,
         keras_hub_runner,
+        load_decoding_setup,
         median_pass,
         our_runner,
         timed,
     )
 
-    from keras_transformer.data.corpora import load_tsv
-    from keras_transformer.folders import CONFIG_FILE, TEST_FILE
-    from keras_transformer.generation import Translator
-
-    with open(os.path.join(model_dir, CONFIG_FILE)) as file:
-        config = json.load(file)
-    pairs = load_tsv(data or os.path.join(config["data_dir"], TEST_FILE))[:sentences]
-    sources = [source for source, _ in pairs]
-    max_sequence_length = config.get("max_sequence_length", 128)
-    loaded = Translator.from_directory(model_dir)
-    tokenizer, model = loaded.tokenizer, float32_model(loaded.model)
+    sources, _, lengths, tokenizer, model, max_sequence_length = load_decoding_setup(
+        model_dir, sentences, data, threads)
     hub = keras_hub_model(model)
-    lengths = [len(ids) for ids in tokenizer.encode_as_ids(sources)]
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="decoding-profile-") as work_dir:

@@ -30,7 +30,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from ctranslate2_speed import KERAS_HUB_CACHED, OURS, ROWS  # noqa: E402 (after the path)
+from ctranslate2_speed import CT2_FLOAT32, KERAS_HUB_CACHED, OURS, ROWS  # noqa: E402
 from quality import STEPS, check_milestones  # noqa: E402
 
 SECTIONS = ("peak", "translation", "ctranslate2", "training", "quality", "quality_minutes")
@@ -523,7 +523,7 @@ def goals(results):
         out[-1] += (f"; by target tokens/s {tokens} ({100 * hub.get('same_as_ours', 0):.0f}% "
                     "of its translations are ours)")
     ours = by_setting.get(("beam 4", 32, OURS), {}).get("target_tokens_per_second")
-    ct2 = by_setting.get(("beam 4", 32, "CTranslate2 float32"), {}).get(
+    ct2 = by_setting.get(("beam 4", 32, CT2_FLOAT32), {}).get(
         "target_tokens_per_second")
     if ours and ct2:
         mark("beam 4 at batch 32, ours (XLA) / CTranslate2 float32", ours / ct2, 0.5)

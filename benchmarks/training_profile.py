@@ -61,11 +61,24 @@ def part_of(operation):
     return "other"
 
 
-def op_stats(logdir):
-    """`[(op type, op name, self-time in microseconds)]` of the profile in `logdir`."""
+def under_profiler(function, logdir):
+    """`function()` under TensorFlow's profiler, its trace written to `logdir`: returns the
+    result and the paths of the trace's `.xplane.pb` files."""
+    import tensorflow as tf
+
+    tf.profiler.experimental.start(logdir)
+    try:
+        result = function()
+    finally:
+        tf.profiler.experimental.stop()
+    return result, glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)
+
+
+def op_stats(paths):
+    """`[(op type, op name, self-time in microseconds)]` of the profile in the `.xplane.pb`
+    files `paths` (`under_profiler`)."""
     from tensorflow.python.profiler.internal import _pywrap_profiler_plugin as plugin
 
-    paths = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)
     data, ok = plugin.xspace_to_tools_data(paths, "framework_op_stats", {})
     if not ok:
         raise RuntimeError(f"TensorFlow's profiler could not read {paths}")
@@ -80,7 +93,6 @@ def profile(model, precision, batches, preset="small", vocabulary_size=8000,
             max_sequence_length=128, **overrides):
     """Train one configuration in this process; its step time and profile per step."""
     import keras
-    import tensorflow as tf
 
     from keras_transformer.training import compile_transformer, set_precision
 
@@ -99,12 +111,7 @@ def profile(model, precision, batches, preset="small", vocabulary_size=8000,
         one_pass()  # traces every shape
         seconds = min(one_pass(), one_pass())
         with tempfile.TemporaryDirectory() as logdir:
-            tf.profiler.experimental.start(logdir)
-            try:
-                one_pass()
-            finally:
-                tf.profiler.experimental.stop()
-            stats = op_stats(logdir)
+            stats = op_stats(under_profiler(one_pass, logdir)[1])
     finally:
         set_precision("float32")
     steps = len(batches)
