@@ -14,6 +14,8 @@ leading or trailing whitespace stripped. `detokenize(tokenize(s)) == s` holds fo
 that this normalization leaves unchanged, which is true of almost every corpus sentence.
 """
 
+import functools
+import hashlib
 import io
 import os
 
@@ -32,6 +34,30 @@ def _file_system(path):
         return os.path.exists, open
     gfile = require_tensorflow(f"Reading or writing `{path}`").io.gfile
     return gfile.exists, gfile.GFile
+
+
+@functools.cache
+def _shared_resource_class():
+    """A `tf.saved_model.experimental.TrackableResource` for a SentencePiece model, made
+    as `tensorflow_text` makes it but with a shared name (see `Tokenizer._build`)."""
+    tf = require_tensorflow("The in-graph tokenizer (`Tokenizer.tokenize`)")
+    from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece_tokenizer
+
+    class SharedSentencepieceResource(tf.saved_model.experimental.TrackableResource):
+        def __init__(self, model_bytes, name):
+            super().__init__()
+            self._model = model_bytes
+            self._name = name
+            digest = hashlib.sha256(model_bytes).hexdigest()
+            self._shared_name = f"keras_transformer_sentencepiece_{digest}"
+            _ = self.resource_handle  # creates the resource
+
+        def _create_resource(self):
+            with tf.name_scope(self._name):
+                return gen_sentencepiece_tokenizer.sentencepiece_op(
+                    model=self._model, shared_name=self._shared_name)
+
+    return SharedSentencepieceResource
 
 
 class Tokenizer:
@@ -127,24 +153,18 @@ class Tokenizer:
         tf = require_tensorflow("The in-graph tokenizer (`Tokenizer.tokenize`)")
         tensorflow_text = require_tensorflow(
             "The in-graph tokenizer (`Tokenizer.tokenize`)", "tensorflow_text")
-        return tensorflow_text.SentencepieceTokenizer(model=self.model_bytes, out_type=tf.int32,
-                                                      name=self.name)
-
-    def _run(self, method, inputs):
-        tf = require_tensorflow("The in-graph tokenizer (`Tokenizer.tokenize`)")
-        # `tf.random.set_seed` (and `keras.utils.set_random_seed`) clears the eager
-        # context, which drops the SentencePiece resource: rebuild it, eagerly. A graph
-        # (`tf.function`, `tf.data`) captures the resource when traced, so check it then.
-        if not tf.executing_eagerly():
-            with tf.init_scope():
-                if tf.executing_eagerly():
-                    self._run("tokenize", tf.constant([""]))
-            return getattr(self.graph_tokenizer, method)(inputs)
-        try:
-            return getattr(self.graph_tokenizer, method)(inputs)
-        except tf.errors.NotFoundError:
-            self._sentencepiece = self._build()
-            return getattr(self._sentencepiece, method)(inputs)
+        # tensorflow_text creates its SentencePiece resource without a shared name, which
+        # makes it private to the kernel that created it, deleted with that kernel.
+        # `tf.random.set_seed` (so `keras.utils.set_random_seed`) clears the eager kernel
+        # cache, and with it the resource under every `tf.data` pipeline and traced
+        # function already holding its handle. A shared name gives the resource to the
+        # resource manager; keyed by the model's hash, it serves every same-model tokenizer.
+        # The resource is made eagerly (`init_scope`), even when first needed in a trace.
+        with tf.init_scope():
+            tokenizer = tensorflow_text.SentencepieceTokenizer(
+                model=self.model_bytes, out_type=tf.int32, name=self.name)
+            tokenizer._model_resource = _shared_resource_class()(self.model_bytes, self.name)
+        return tokenizer
 
     def tokenize(self, strings):
         """Splits strings into piece ids, without start or end ids (TensorFlow ops).
@@ -155,7 +175,7 @@ class Tokenizer:
         Returns:
             int32 `tf.RaggedTensor` `(B, None)`, or an int32 tensor `(T,)` for a scalar.
         """
-        return self._run("tokenize", strings)
+        return self.graph_tokenizer.tokenize(strings)
 
     def detokenize(self, ids):
         """Turns piece ids back into strings, dropping pad, start and end ids (TensorFlow ops).
@@ -171,7 +191,7 @@ class Tokenizer:
             ids = tf.convert_to_tensor(ids)
         ids = tf.cast(ids, tf.int32)
         keep = (ids != PAD_ID) & (ids != START_ID) & (ids != END_ID)
-        return self._run("detokenize", tf.ragged.boolean_mask(ids, keep))
+        return self.graph_tokenizer.detokenize(tf.ragged.boolean_mask(ids, keep))
 
 
 def train_tokenizer(
