@@ -22,19 +22,47 @@ PROG = "keras-transformer"
 def _add_prepare(subparsers):
     parser = subparsers.add_parser(
         "prepare",
-        help="split the corpus, train the tokenizer and write a data report",
+        help="clean and split a parallel corpus, train the tokenizer, tokenize, report",
         description=(
-            "Write DIR/train.tsv, DIR/validation.tsv, DIR/test.tsv (German TAB English), "
-            "DIR/tokenizer.model and DIR/report.json."
+            "Read aligned files (--source/--target), TSV files (--tsv) and/or the Ding "
+            "dictionary (--corpus, the default input), clean and split them, and write "
+            "DIR/train.tsv, DIR/validation.tsv, DIR/test.tsv (source TAB target), "
+            "DIR/tokenizer.model, the tokenized splits that `train` reads "
+            "(DIR/*.bin, DIR/*.npy, DIR/tokens.json) and DIR/report.json. Files ending in "
+            ".gz, .bz2 or .xz are decompressed on the fly."
         ),
     )
     parser.add_argument("--output", required=True, metavar="DIR", help="output folder")
-    parser.add_argument(
-        "--corpus",
-        metavar="PATH",
-        default=None,
-        help="Ding corpus file or URL (default: $KT_CORPUS or /usr/share/trans/de-en)",
-    )
+    inputs = parser.add_argument_group("inputs (several are concatenated)")
+    inputs.add_argument("--source", action="append", default=[], metavar="FILE",
+                        help="source side of two aligned files, one sentence a line "
+                             "(repeatable, each with its --target)")
+    inputs.add_argument("--target", action="append", default=[], metavar="FILE",
+                        help="target side of the --source file of the same position")
+    inputs.add_argument("--tsv", action="append", default=[], metavar="FILE",
+                        help="source<TAB>target lines (repeatable)")
+    inputs.add_argument(
+        "--corpus", metavar="PATH", default=None,
+        help="Ding corpus file or URL, German :: English (the input when no other is "
+             "given; default: $KT_CORPUS or /usr/share/trans/de-en)")
+    inputs.add_argument("--reverse", action="store_true",
+                        help="swap the sides of --tsv and --corpus input (e.g. English to "
+                             "German from Ding)")
+    held_out = parser.add_argument_group(
+        "held-out splits (default: a stable hash split of the corpus; Ding: its own rule)")
+    for split in ("validation", "test"):
+        for side in ("source", "target"):
+            held_out.add_argument(f"--{split}-{side}", metavar="FILE", default=None,
+                                  help=f"{side} side of the {split} split, as given "
+                                       f"(e.g. newstest201{3 if split == 'validation' else 4})")
+    held_out.add_argument("--held-out-pairs", type=int, default=2000, metavar="N",
+                          help="about how many pairs the hash split holds out for each of "
+                               "validation and test, at most N (default: 2000)")
+    cleaning = parser.add_argument_group("cleaning of training pairs (Moses clean-corpus-n)")
+    cleaning.add_argument("--min-words", type=int, default=1, help="fewest words a side")
+    cleaning.add_argument("--max-words", type=int, default=250, help="most words a side")
+    cleaning.add_argument("--max-length-ratio", type=float, default=9.0,
+                          help="most words of one side per word of the other")
     parser.add_argument(
         "--vocabulary-size", type=int, default=8000, help="shared BPE vocabulary size"
     )
@@ -47,21 +75,43 @@ def _add_prepare(subparsers):
     parser.set_defaults(run=_run_prepare)
 
 
+def _held_out_files(args, split):
+    source, target = getattr(args, f"{split}_source"), getattr(args, f"{split}_target")
+    if (source is None) != (target is None):
+        given, missing = ("source", "target") if target is None else ("target", "source")
+        raise ValueError(f"--{split}-{given} needs --{split}-{missing} (two aligned files); "
+                         f"--{split}-{missing} was not given.")
+    return None if source is None else (source, target)
+
+
 def _run_prepare(args):
     from keras_transformer.data.prepare import prepare
+    from keras_transformer.data.sources import CleaningRules
 
+    if len(args.source) != len(args.target):
+        raise ValueError(f"Each --source needs its --target (aligned files): "
+                         f"{len(args.source)} --source and {len(args.target)} --target given.")
     report = prepare(
         args.output,
         corpus=args.corpus,
         vocabulary_size=args.vocabulary_size,
         tokens_per_batch=args.tokens_per_batch,
         max_sequence_length=args.max_sequence_length,
+        parallel=list(zip(args.source, args.target, strict=True)),
+        tsv=args.tsv,
+        reverse=args.reverse,
+        validation=_held_out_files(args, "validation"),
+        test=_held_out_files(args, "test"),
+        held_out_pairs=args.held_out_pairs,
+        cleaning=CleaningRules(args.min_words, args.max_words, args.max_length_ratio),
     )
     padding = report["padding"]
     summary = {
         "output": args.output,
         "pairs": report["pairs"]["kept"],
         "splits": {name: split["pairs"] for name, split in report["splits"].items()},
+        "dropped": {name: count for name, count in report["pairs"].items()
+                    if name.endswith(("_dropped", "_skipped")) and count},
         "unknown_share_test": report["tokenizer"]["unknown_share"]["test"],
         "padding_efficiency": {
             "bucketed": round(padding["bucketed"]["padding_efficiency"], 4),

@@ -18,6 +18,7 @@ TRAIN_FILE = "train.tsv"
 VALIDATION_FILE = "validation.tsv"
 TEST_FILE = "test.tsv"
 REPORT_FILE = "report.json"
+TOKENS_FILE = "tokens.json"  # the tokenized splits (see `data.token_store`)
 TOKENIZER_FILE = "tokenizer.model"  # in a model folder too
 
 # A model folder.

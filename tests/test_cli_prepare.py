@@ -49,13 +49,10 @@ def test_prepare_writes_splits_tokenizer_and_report(corpus, tmp_path, capsys):
     captured = capsys.readouterr()
     assert "Parsing" in captured.err  # the progress bar, on stderr
     assert json.loads(captured.out)["pairs"] == 12
-    assert sorted(os.listdir(output)) == [
-        "report.json",
-        "test.tsv",
-        "tokenizer.model",
-        "train.tsv",
-        "validation.tsv",
-    ]
+    tokenized = [f"{split}.{part}" for split in ("test", "train", "validation")
+                 for part in ("index.npy", "sentences.npy", "source.bin", "target.bin", "tsv")]
+    assert sorted(os.listdir(output)) == sorted(
+        ["report.json", "tokenizer.model", "tokens.json", *tokenized])
     assert load_tsv(os.path.join(output, "test.tsv")) == [("Wie spät ist es?", "What time is it?")]
     assert load_tsv(os.path.join(output, "validation.tsv")) == [("Er ist krank.", "He is ill.")]
     assert ("Ich bin hier.", "I am here.") in load_tsv(os.path.join(output, "train.tsv"))

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from keras_transformer.lazy import lazy_attributes
 
 if TYPE_CHECKING:  # static tools (docs, IDEs) see the names; they load lazily
+    from keras_transformer.data.batch_plan import BatchPlan, StoreBatches
     from keras_transformer.data.batching import (
         NumpyBatches,
         bucket_boundaries,
@@ -31,11 +32,14 @@ if TYPE_CHECKING:  # static tools (docs, IDEs) see the names; they load lazily
         batch_by_token_budget,
         encode_pairs,
         make_dataset,
+        store_dataset,
         teacher_forcing,
     )
     from keras_transformer.data.prepare import load_training_pairs, prepare
     from keras_transformer.data.report import batch_statistics, compare_padding, unknown_share
+    from keras_transformer.data.sources import CleaningRules
     from keras_transformer.data.split import is_sentence_pair, sentence_pairs_only, split_pairs
+    from keras_transformer.data.token_store import TokenStore, tokenize_folder
     from keras_transformer.data.tokenizer import Tokenizer, train_tokenizer
 
 
@@ -44,7 +48,11 @@ if TYPE_CHECKING:  # static tools (docs, IDEs) see the names; they load lazily
 _MODULES = {
     "corpora": ["DING_PATH", "clean_ding_entry", "default_ding_path", "load_ding",
                 "load_parallel", "load_tsv", "parse_ding", "write_tsv"],
-    "pipeline": ["batch_by_token_budget", "encode_pairs", "make_dataset", "teacher_forcing"],
+    "pipeline": ["batch_by_token_budget", "encode_pairs", "make_dataset", "store_dataset",
+                 "teacher_forcing"],
+    "batch_plan": ["BatchPlan", "StoreBatches"],
+    "token_store": ["TokenStore", "tokenize_folder"],
+    "sources": ["CleaningRules"],
     "batching": ["NumpyBatches", "bucket_boundaries", "token_budget_batch_sizes"],
     "prepare": ["load_training_pairs", "prepare"],
     "report": ["batch_statistics", "compare_padding", "unknown_share"],
@@ -54,6 +62,8 @@ _MODULES = {
 __getattr__, __dir__ = lazy_attributes(__name__, _MODULES)
 
 __all__ = [
+    "BatchPlan",
+    "CleaningRules",
     "DING_PATH",
     "NumpyBatches",
     "Tokenizer",
@@ -73,9 +83,13 @@ __all__ = [
     "parse_ding",
     "prepare",
     "sentence_pairs_only",
+    "StoreBatches",
+    "store_dataset",
     "split_pairs",
     "teacher_forcing",
     "token_budget_batch_sizes",
+    "TokenStore",
+    "tokenize_folder",
     "train_tokenizer",
     "unknown_share",
     "write_tsv",

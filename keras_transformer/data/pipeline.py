@@ -16,6 +16,10 @@ Batches group examples of similar length, padded with `PAD_ID` (0), and hold at 
 `tokens_per_batch` padded tokens per side: `B * S <= tokens_per_batch` and
 `B * T <= tokens_per_batch`. This module is TensorFlow-specific (it imports TensorFlow);
 `keras_transformer.data.batching.NumpyBatches` gives the same batches without it.
+
+`make_dataset` tokenizes string pairs held in memory: for small corpora and your own code.
+`train` reads the splits that `prepare` tokenized to disk instead, through
+`store_dataset` (see `keras_transformer.data.batch_plan`), which never holds the corpus.
 """
 
 from keras_transformer.backend import require_tensorflow
@@ -27,7 +31,7 @@ from keras_transformer.validation import check_positive_int
 tf = require_tensorflow("The tf.data pipeline (`make_dataset`)")
 
 __all__ = ["batch_by_token_budget", "bucket_boundaries", "encode_pairs", "make_dataset",
-           "teacher_forcing"]
+           "store_dataset", "teacher_forcing"]
 
 
 def teacher_forcing(source_ids, target_ids):
@@ -260,3 +264,54 @@ def _as_dataset(pairs):
         raise ValueError("`pairs` must hold at least one (source, target) pair. Received none.")
     sources, targets = zip(*pairs, strict=True)
     return tf.data.Dataset.from_tensor_slices((list(sources), list(targets)))
+
+
+def store_dataset(batches, start_step=0, epochs=None, parts=1):
+    """The batches of a `StoreBatches` as a prefetched `tf.data.Dataset`, for `model.fit`.
+
+    The batches are the NumPy ones JAX and PyTorch train on, in the same order.
+
+    Args:
+        batches: a `keras_transformer.data.batch_plan.StoreBatches`.
+        start_step: int. The step to start from (a resumed run's); nothing before it is
+            read.
+        epochs: int or `None`. Stop after this many epochs in all (`None`: never).
+        parts: int. Split each batch into this many consecutive equal parts, one element
+            each (one per local replica, for `distribute_datasets_from_function`).
+
+    Returns:
+        A `tf.data.Dataset` of `(features, labels)` as in `batch_by_token_budget`; with
+        `epochs`, its cardinality is known.
+
+    Example:
+    >>> import tempfile
+    >>> from keras_transformer.data import train_tokenizer
+    >>> from keras_transformer.data.batch_plan import StoreBatches
+    >>> from keras_transformer.data.token_store import TokenStore, write_split
+    >>> tokenizer = train_tokenizer(["Guten Tag.", "Good day."] * 5, vocabulary_size=30)
+    >>> folder = tempfile.mkdtemp()
+    >>> _ = write_split(folder, "train", [("Guten Tag.", "Good day.")] * 4, tokenizer)
+    >>> batches = StoreBatches(TokenStore(folder, "train", "uint16"), tokens_per_batch=64,
+    ...                        max_sequence_length=16)
+    >>> dataset = store_dataset(batches, epochs=1)
+    >>> int(dataset.cardinality()), next(iter(dataset))[1].shape
+    (1, TensorShape([4, 5]))
+    """
+    ids = tf.TensorSpec((None, None), tf.int32)
+    signature = ({"encoder_token_ids": ids, "decoder_token_ids": ids}, ids)
+
+    def generate():
+        for features, labels in batches.iterate(start_step, epochs):
+            if parts == 1:
+                yield features, labels
+                continue
+            size = len(labels) // parts
+            for part in range(parts):
+                rows = slice(part * size, (part + 1) * size)
+                yield {key: value[rows] for key, value in features.items()}, labels[rows]
+
+    dataset = tf.data.Dataset.from_generator(generate, output_signature=signature)
+    if epochs is not None:
+        total = (epochs * batches.num_batches - start_step) * parts
+        dataset = dataset.apply(tf.data.experimental.assert_cardinality(max(total, 0)))
+    return dataset.prefetch(tf.data.AUTOTUNE)

@@ -1,21 +1,66 @@
-"""`prepare`: corpus to split files, tokenizer and report, as `keras-transformer prepare`.
+"""`prepare`: parallel text to split files, a tokenizer, tokenized splits and a report.
 
-It loads the Ding corpus, splits it by the project's rule, writes
-`train.tsv`, `validation.tsv` and `test.tsv` (German TAB English), trains the shared
-tokenizer on the train split into `tokenizer.model`, and writes `report.json` with the
-pair counts, the unknown-token share of the held-out splits and the padding efficiency of
-length bucketing next to naive batching.
+It reads any mix of aligned file pairs, TSV files and the Ding dictionary (see
+`keras_transformer.data.sources`), in one pass that streams the pairs:
+
+1. **Clean.** Pairs with an empty side are dropped everywhere; exact duplicate pairs are
+   kept once; training pairs must pass `CleaningRules` (Moses' `clean-corpus-n`). Held-out
+   pairs are otherwise kept as they are, so a test set stays the set.
+2. **Split.** Ding pairs follow the project's rule (`split_pairs`, `shared/DATA.md`).
+   Other pairs are held out by a stable hash of their source side, at a rate that gives
+   about `held_out_pairs` pairs each to validation and test (at most 5% each), capped at
+   `held_out_pairs`. Files given for validation or test replace that split, and training
+   pairs whose source is in a held-out split are dropped.
+3. **Write** `train.tsv`, `validation.tsv`, `test.tsv` (source TAB target).
+4. **Tokenizer.** `tokenizer.model` is trained on a seeded sample of at most
+   `input_sentence_size` training texts.
+5. **Tokenize** every split once into memory-mapped token files (`TokenStore`), which
+   `train` reads on every backend.
+6. **Report** `report.json`: counts of everything dropped (with line numbers where a line
+   was bad), the splits, the unknown-token share and the padding efficiency of the
+   training batches next to naive batching.
+
+Memory stays bounded by the tokenizer's sample, the duplicate filter (8 bytes a pair) and
+the token index (16 bytes a pair), whatever the corpus size.
 """
 
+import hashlib
 import json
+import logging
 import os
+import random
+import sys
 import time
-from collections import Counter
 
-from keras_transformer.data.corpora import default_ding_path, load_ding, load_tsv, write_tsv
+import numpy as np
+import tqdm
+
+from keras_transformer.data.corpora import _SPACES, default_ding_path, load_tsv
+from keras_transformer.data.sources import (
+    CleaningRules,
+    DingFile,
+    InputReport,
+    ParallelFiles,
+    TsvFile,
+    count_lines,
+)
 from keras_transformer.data.split import sentence_pairs_only, split_pairs
+from keras_transformer.data.token_store import (
+    TokenStore,
+    _tsv_pairs,
+    write_manifest,
+    write_split,
+)
 from keras_transformer.data.tokenizer import train_tokenizer
 from keras_transformer.folders import REPORT_FILE, TOKENIZER_FILE, TRAIN_FILE
+from keras_transformer.special_tokens import UNK_ID
+
+logger = logging.getLogger(__name__)
+
+SPLITS = ("train", "validation", "test")
+MAX_HELD_OUT_SHARE = 0.05
+_DROPPED = ("empty", "duplicate", "too_short", "too_long", "ratio", "held_out_overlap",
+            "held_out_overflow")
 
 
 def prepare(
@@ -27,20 +72,37 @@ def prepare(
     input_sentence_size=500_000,
     seed=0,
     progress=True,
+    *,
+    parallel=(),
+    tsv=(),
+    reverse=False,
+    validation=None,
+    test=None,
+    held_out_pairs=2000,
+    cleaning=None,
 ):
-    """Prepares a corpus for training and returns the report written to `report.json`.
+    """Prepares parallel text for training and returns the report written to `report.json`.
 
     Args:
         output_dir: str. Folder for the outputs, created if missing.
-        corpus: str. Ding corpus path or URL; see `load_ding` for the default.
+        corpus: str. Ding corpus path or URL; the default input when neither `parallel`
+            nor `tsv` is given (see `load_ding` for its default path).
         vocabulary_size: int. Shared BPE vocabulary size. Defaults to `8000`.
-        tokens_per_batch: int. Token budget per side for the padding figures. Defaults
-            to `25_000`.
+        tokens_per_batch: int. Token budget per side for the padding figures.
         max_sequence_length: int. Longest sequence for the padding figures (longer pairs
             are counted as dropped). Defaults to `256`.
         input_sentence_size: int. Most texts sampled to train the tokenizer.
-        seed: int. Seed of the tokenizer's sampling and the batch order.
-        progress: bool. Show a progress bar over parsing on stderr. Defaults to `True`.
+        seed: int. Seed of the tokenizer's sample and the batch order of the figures.
+        progress: bool. Show progress bars on stderr. Defaults to `True`.
+        parallel: list of `(source_file, target_file)`: aligned files, one pair a line.
+        tsv: list of TSV files, `source<TAB>target` a line.
+        reverse: bool. Swap the sides of `tsv` and `corpus` input (e.g. English to German
+            from the German-English Ding file).
+        validation: `(source_file, target_file)` or `None`: the validation split, as given.
+        test: `(source_file, target_file)` or `None`: the test split, as given.
+        held_out_pairs: int. About how many pairs the hash split holds out for each of
+            validation and test (at most this many). Defaults to `2000`.
+        cleaning: `CleaningRules` for training pairs; `CleaningRules()` when `None`.
 
     Returns:
         The report as a dict (see `report.json`).
@@ -54,75 +116,285 @@ def prepare(
     ...     _ = file.write("Wie spät ist es? :: What time is it?\\n")
     >>> report = prepare(os.path.join(folder, "out"), corpus, vocabulary_size=50,
     ...                  tokens_per_batch=64, max_sequence_length=16, progress=False)
-    >>> report["splits"]["test"]["pairs"], sorted(os.listdir(os.path.join(folder, "out")))
-    (1, ['report.json', 'test.tsv', 'tokenizer.model', 'train.tsv', 'validation.tsv'])
+    >>> report["splits"]["test"]["pairs"], sorted(os.listdir(os.path.join(folder, "out")))[:4]
+    (1, ['report.json', 'test.index.npy', 'test.sentences.npy', 'test.source.bin'])
     """
-    corpus = default_ding_path() if corpus is None else corpus
-    counts = Counter()
-    pairs = load_ding(corpus, counts=counts, progress=progress)
-    splits = split_pairs(pairs)
+    cleaning = CleaningRules() if cleaning is None else cleaning
+    inputs = [ParallelFiles(*files) for files in parallel] + [TsvFile(path, reverse)
+                                                               for path in tsv]
+    if corpus is not None or not inputs:
+        inputs.insert(0, DingFile(default_ding_path() if corpus is None else corpus, reverse))
+    given = {"validation": validation, "test": test}
+    for name, files in given.items():
+        if files is not None and len(files) != 2:
+            raise ValueError(f"`{name}` must be `(source_file, target_file)`. "
+                             f"Received: {name}={files!r}")
     os.makedirs(output_dir, exist_ok=True)
-    for name, split in splits.items():
-        write_tsv(os.path.join(output_dir, f"{name}.tsv"), split)
+    writer = _SplitWriter(output_dir, held_out_pairs, cleaning, seed, input_sentence_size)
+    try:
+        reports = _read_inputs(writer, inputs, given, held_out_pairs, progress)
+    except BaseException:
+        writer.abort()  # no partial split file stays behind
+        raise
+    counts = writer.close()
+    if not counts["train"]:
+        raise ValueError(
+            f"No training pair is left in {', '.join(source.name for source in inputs)}: "
+            f"{writer.dropped_summary()}. Check the files and their format.")
 
     start = time.perf_counter()
-    tokenizer = train_tokenizer(
-        [text for pair in splits["train"] for text in pair],
-        os.path.join(output_dir, TOKENIZER_FILE),
-        vocabulary_size=vocabulary_size,
-        input_sentence_size=input_sentence_size,
-        seed=seed,
-    )
+    tokenizer = train_tokenizer(writer.sample, os.path.join(output_dir, TOKENIZER_FILE),
+                                vocabulary_size=vocabulary_size,
+                                input_sentence_size=input_sentence_size, seed=seed)
     training_seconds = time.perf_counter() - start
-    from keras_transformer.data.report import compare_padding, unknown_share
-
-    padding = compare_padding(
-        splits["train"], tokenizer, tokens_per_batch, max_sequence_length, seed=seed
-    )
+    tokens = {}
+    for name in SPLITS:
+        path = os.path.join(output_dir, f"{name}.tsv")
+        tokens[name] = write_split(output_dir, name, _tsv_pairs(path), tokenizer,
+                                   progress=progress, total=counts[name])
+    manifest = write_manifest(output_dir, tokens, tokenizer)
     report = {
-        "corpus": corpus,
-        "pairs": {
-            "kept": len(pairs),
-            "duplicates_dropped": counts["duplicates"],
-            "empty_entries_dropped": counts["empty_entries"],
-            "misaligned_lines_skipped": counts["misaligned_lines"],
-            "malformed_lines_skipped": counts["malformed_lines"],
-            "undecodable_lines_skipped": counts["undecodable_lines"],
-            "lines": counts["lines"],
-        },
-        "splits": {
-            name: {"pairs": len(split), "sentence_pairs": len(sentence_pairs_only(split))}
-            for name, split in splits.items()
-        },
+        "corpus": next((source.path for source in inputs if isinstance(source, DingFile)),
+                       None),
+        "inputs": [report.to_dict() for report in reports],
+        "reverse": reverse,
+        "cleaning": {**vars(cleaning), "held_out_pairs": held_out_pairs,
+                     "held_out_rate": writer.rate,
+                     "given": {name: files for name, files in given.items() if files}},
+        "pairs": _pair_counts(reports, writer, counts),
+        **_token_figures(output_dir, manifest, tokens, tokenizer, training_seconds,
+                         len(writer.sample)),
+        "padding": _padding(TokenStore(output_dir, "train", manifest["dtype"]),
+                            tokens_per_batch, max_sequence_length, seed),
+    }
+    with open(os.path.join(output_dir, REPORT_FILE), "w", encoding="utf-8") as file:
+        json.dump(report, file, indent=2, ensure_ascii=False)
+    return report
+
+
+def _read_inputs(writer, inputs, given, held_out_pairs, progress):
+    """Reads the given held-out files, then every input, into `writer`; returns each
+    input's `InputReport`."""
+    reports = []
+    for name, files in given.items():
+        if files is not None:
+            report = InputReport(f"{name}: {files[0]} + {files[1]}")
+            for source, target in ParallelFiles(*files).pairs(report):
+                writer.add_given(name, source, target)
+            reports.append(report)
+    lines = {source: count_lines(source.source if isinstance(source, ParallelFiles)
+                                 else source.path)
+             for source in inputs if not isinstance(source, DingFile)}
+    if not all(given.values()) and held_out_pairs > 0 and sum(lines.values()):
+        writer.rate = min(MAX_HELD_OUT_SHARE, held_out_pairs / sum(lines.values()))
+    for source in inputs:
+        report = InputReport(source.name)
+        if isinstance(source, DingFile):
+            splits = split_pairs(source.load(report, progress=progress))
+            for name in SPLITS:
+                for pair in splits[name]:
+                    writer.add(*(pair[::-1] if source.reverse else pair), split=name)
+        else:
+            for pair in tqdm.tqdm(source.pairs(report), total=lines[source], unit=" pairs",
+                                  desc=f"Reading {_short_name(source)}",
+                                  file=sys.stderr, disable=not progress, mininterval=1.0):
+                writer.add(*pair)
+        reports.append(report)
+        _warn_problems(report)
+    return reports
+
+
+def _token_figures(output_dir, manifest, tokens, tokenizer, training_seconds, sample_texts):
+    stores = {name: TokenStore(output_dir, name, manifest["dtype"]) for name in SPLITS}
+    return {
+        "splits": {name: {"pairs": len(store), "sentence_pairs": int(store.sentences.sum())}
+                   for name, store in stores.items()},
+        "tokens": tokens,
         "tokenizer": {
             "vocabulary_size": tokenizer.vocabulary_size,
             "training_seconds": round(training_seconds, 2),
-            "unknown_share": {
-                name: unknown_share(tokenizer, [text for pair in split for text in pair])
-                for name, split in splits.items()
-            },
-        },
-        "padding": {
-            "tokens_per_batch": tokens_per_batch,
-            "max_sequence_length": max_sequence_length,
-            "long_pairs_dropped": len(splits["train"]) - padding["bucketed"]["sentences"],
-            **padding,
+            "sample_texts": sample_texts,
+            "unknown_share": {name: _unknown_share(store) for name, store in stores.items()},
         },
     }
-    with open(os.path.join(output_dir, REPORT_FILE), "w", encoding="utf-8") as file:
-        json.dump(report, file, indent=2)
-    return report
+
+
+class _SplitWriter:
+    """Routes each pair to its split file, dropping and counting as the rules say."""
+
+    def __init__(self, output_dir, held_out_pairs, cleaning, seed, sample_size):
+        self.paths = {name: os.path.join(output_dir, f"{name}.tsv") for name in SPLITS}
+        self.files = {name: open(path + ".partial", "w", encoding="utf-8", newline="\n")
+                      for name, path in self.paths.items()}
+        self.counts = dict.fromkeys(SPLITS, 0)
+        self.dropped = dict.fromkeys(_DROPPED, 0)
+        self.given = set()
+        self.held_out_sources = {"validation": set(), "test": set()}
+        self.seen = set()
+        self.cap, self.cleaning, self.rate = held_out_pairs, cleaning, 0.0
+        self.sample, self.sample_size, self.texts = [], sample_size, 0
+        self.random = random.Random(seed)
+
+    def add_given(self, split, source, target):
+        source, target = _SPACES.sub(" ", source).strip(), _SPACES.sub(" ", target).strip()
+        if not source or not target:
+            self.dropped["empty"] += 1
+            return
+        self.given.add(split)
+        self.held_out_sources[split].add(source)
+        self._write(split, source, target)
+
+    def add(self, source, target, split=None):
+        """Adds a corpus pair; `split` is set for Ding pairs (the project's rule)."""
+        source, target = _SPACES.sub(" ", source).strip(), _SPACES.sub(" ", target).strip()
+        if not source or not target:
+            self.dropped["empty"] += 1
+            return
+        key = hashlib.blake2b(f"{source}\t{target}".encode(), digest_size=8).digest()
+        if key in self.seen:
+            self.dropped["duplicate"] += 1
+            return
+        self.seen.add(key)
+        if split is None:
+            split = self._hash_split(source)
+        if split != "train" and split in self.given:
+            split = "train"
+        if split == "train":
+            if any(source in held_out for held_out in self.held_out_sources.values()):
+                self.dropped["held_out_overlap"] += 1
+                return
+            reason = self.cleaning.reject(source, target)
+            if reason:
+                self.dropped[reason] += 1
+                return
+            self._sample(source)
+            self._sample(target)
+        self._write(split, source, target)
+
+    def _hash_split(self, source):
+        share = int(hashlib.md5(source.encode()).hexdigest()[:12], 16) / 16**12
+        split = "test" if share < self.rate else "validation" if share < 2 * self.rate else (
+            "train")
+        if split == "train" or split in self.given:
+            return "train"
+        if self.counts[split] >= self.cap:
+            if source in self.held_out_sources[split]:
+                self.dropped["held_out_overflow"] += 1
+                return None
+            return "train"
+        self.held_out_sources[split].add(source)
+        return split
+
+    def _sample(self, text):
+        """Reservoir sampling (Algorithm R) of the tokenizer's training texts."""
+        if len(self.sample) < self.sample_size:
+            self.sample.append(text)
+        else:
+            slot = self.random.randrange(self.texts + 1)
+            if slot < self.sample_size:
+                self.sample[slot] = text
+        self.texts += 1
+
+    def _write(self, split, source, target):
+        if split is None:
+            return
+        self.files[split].write(f"{source}\t{target}\n")
+        self.counts[split] += 1
+
+    def dropped_summary(self):
+        return ", ".join(f"{count} {name.replace('_', ' ')}" for name, count in
+                         self.dropped.items() if count) or "no pair was read"
+
+    def abort(self):
+        for name, file in self.files.items():
+            file.close()
+            os.remove(self.paths[name] + ".partial")
+
+    def close(self):
+        for name, file in self.files.items():
+            file.close()
+            os.replace(self.paths[name] + ".partial", self.paths[name])
+        return self.counts
+
+
+def _short_name(source):
+    if isinstance(source, ParallelFiles):
+        return f"{os.path.basename(source.source)} + {os.path.basename(source.target)}"
+    return os.path.basename(source.path)
+
+
+def _warn_problems(report):
+    for kind, (count, lines) in report.problems.items():
+        if lines:
+            shown = ", ".join(map(str, lines)) + (", ..." if count > len(lines) else "")
+            logger.warning("%s: skipped %d %s: line %s", report.name, count,
+                           kind.replace("_", " "), shown)
+
+
+def _pair_counts(reports, writer, counts):
+    problems = {}
+    for report in reports:
+        for kind, (count, _) in report.problems.items():
+            problems[kind] = problems.get(kind, 0) + count
+    return {
+        "kept": sum(counts.values()),
+        "lines": sum(report.lines for report in reports),
+        # Ding's own cleaning (see `parse_ding`), the names earlier reports used:
+        "duplicates_dropped": writer.dropped["duplicate"] + problems.get("duplicates", 0),
+        "empty_entries_dropped": problems.get("empty_entries", 0),
+        "misaligned_lines_skipped": problems.get("misaligned_lines", 0),
+        "malformed_lines_skipped": problems.get("malformed_lines", 0),
+        "undecodable_lines_skipped": problems.get("undecodable_lines", 0),
+        "lines_without_one_tab_skipped": problems.get("lines_without_one_tab", 0),
+        **{f"{name}_dropped": count for name, count in writer.dropped.items()
+           if name != "duplicate"},
+    }
+
+
+def _unknown_share(store):
+    pieces = len(store.source_ids) + len(store.target_ids)
+    unknown = int(np.count_nonzero(store.source_ids == UNK_ID)
+                  + np.count_nonzero(store.target_ids == UNK_ID))
+    return unknown / pieces if pieces else 0.0
+
+
+def _padding(store, tokens_per_batch, max_sequence_length, seed):
+    """Padding of the training batches (`StoreBatches`) next to naive batching: the same
+    pairs in a random order, as many a batch as the bucketed batches hold on average."""
+    from keras_transformer.data.batch_plan import StoreBatches
+
+    batches = StoreBatches(store, tokens_per_batch, max_sequence_length, seed=seed)
+    bucketed = batches.statistics()
+    limit = max_sequence_length - 1
+    lengths = np.stack([np.minimum(store.source_lengths[batches.pairs], limit),
+                        np.minimum(store.target_lengths[batches.pairs], limit)], 1) + 1
+    lengths = lengths[np.random.default_rng(seed).permutation(len(lengths))]
+    size = max(round(bucketed["sentences"] / bucketed["batches"]), 1)
+    naive = dict(batches=0, sentences=len(lengths), real_tokens=int(lengths.sum()), tokens=0,
+                 largest_side_tokens=0)
+    for start in range(0, len(lengths), size):
+        rows = lengths[start:start + size]
+        naive["batches"] += 1
+        naive["tokens"] += 2 * len(rows) * int(rows.max())
+        naive["largest_side_tokens"] = max(naive["largest_side_tokens"],
+                                           len(rows) * int(rows.max()))
+    naive["padding_efficiency"] = naive["real_tokens"] / max(naive["tokens"], 1)
+    return {"tokens_per_batch": tokens_per_batch, "max_sequence_length": max_sequence_length,
+            "long_pairs_dropped": len(store) - len(batches.pairs),
+            "bucketed": bucketed, "naive": naive}
 
 
 def load_training_pairs(data_dir, sentences_only=False):
     """The training pairs of a folder written by `prepare`, or only its sentence pairs.
 
-    The Ding corpus is 96% words and phrases; the test split holds sentences only. Under a
-    budget of minutes, training on the sentence pairs alone gives far better sentence
-    translations (see `keras_transformer.demo`).
+    For small folders and your own code: it loads every pair into memory (`train` reads
+    the tokenized splits instead). The Ding corpus is 96% words and phrases; the test split
+    holds sentences only. Under a budget of minutes, training on the sentence pairs alone
+    gives far better sentence translations (see `keras_transformer.demo`).
 
     Example:
     >>> import tempfile
+    >>> from keras_transformer.data import write_tsv
     >>> data_dir = tempfile.mkdtemp()
     >>> write_tsv(os.path.join(data_dir, "train.tsv"), [("Aas", "carrion"),
     ...                                                 ("Ich bin hier.", "I am here.")])

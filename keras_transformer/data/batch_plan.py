@@ -1,0 +1,228 @@
+"""Token-budget batches from tokenized splits on disk, the same on every backend.
+
+Section 5.1 of Vaswani et al. (2017): "Sentence pairs were batched together by approximate
+sequence length", about 25,000 tokens a side. `BatchPlan` decides which pairs form each
+batch, from their lengths alone; `StoreBatches` reads those pairs from a `TokenStore`
+and pads them. Both are NumPy: TensorFlow wraps the same batches in `tf.data`
+(`keras_transformer.data.pipeline.store_dataset`), JAX and PyTorch iterate them directly,
+so every backend sees the same batches in the same order.
+
+An epoch's plan: a seeded permutation of the pairs, grouped (stably) by length bucket
+(`bucket_boundaries`), cut into each bucket's batch size under the token budget; what is
+left of a bucket joins the next, longer one, so only the last batch of an epoch is short.
+The batch order is then shuffled with the same seed. The buckets' sizes do not depend on
+the order, so every epoch has the same number of batches, and step `s` of a run is batch
+`s % num_batches` of epoch `s // num_batches`: a resumed run computes its position
+instead of replaying the batches before it.
+"""
+
+import numpy as np
+
+from keras_transformer.data.batching import (
+    LONG_SEQUENCES,
+    _longest_lengths,
+    token_budget_batch_sizes,
+)
+from keras_transformer.special_tokens import END_ID, PAD_ID, START_ID
+from keras_transformer.validation import check_choice
+
+
+class BatchPlan:
+    """Which pairs form each batch of each epoch, from the pairs' lengths.
+
+    Args:
+        lengths: int array `(N,)`. Each pair's length, the longer of its encoder input and
+            labels (pieces + 1).
+        tokens_per_batch: int. Most padded tokens per side and batch.
+        max_sequence_length: int. The longest length (`lengths` must not exceed it).
+        batch_size_multiple: int. Every batch size is a multiple of it; a short last batch
+            of an epoch loses its last `B % multiple` pairs.
+        shuffle: bool. Shuffle the pairs and the batch order of every epoch. Without it,
+            batches come bucket by bucket in the pairs' order (for validation).
+        seed: int. With the epoch number, seeds the shuffle of each epoch.
+        bucket_width: int or `None`. See `token_budget_batch_sizes`.
+
+    Example:
+    >>> plan = BatchPlan(np.array([3, 3, 9, 4, 9, 3]), tokens_per_batch=18,
+    ...                  max_sequence_length=9, shuffle=False)
+    >>> [batch.tolist() for batch, _ in plan.epoch(0)]  # pairs 0, 1, 5 join pair 3's bucket
+    [[0, 1, 5, 3], [2, 4]]
+    >>> plan.num_batches, plan.position(7)
+    (2, (3, 1))
+    """
+
+    def __init__(self, lengths, tokens_per_batch, max_sequence_length, batch_size_multiple=1,
+                 shuffle=True, seed=0, bucket_width=None):
+        self.boundaries, self.batch_sizes = token_budget_batch_sizes(
+            tokens_per_batch, max_sequence_length, batch_size_multiple, bucket_width)
+        lengths = np.asarray(lengths)
+        if lengths.size and lengths.max() > max_sequence_length:
+            raise ValueError(f"`lengths` must be at most `max_sequence_length` "
+                             f"({max_sequence_length}). Received: {int(lengths.max())}")
+        self.longest = _longest_lengths(self.boundaries, max_sequence_length)
+        self.buckets = np.searchsorted(self.boundaries, lengths, side="right")
+        self.multiple = batch_size_multiple
+        self.shuffle, self.seed = shuffle, seed
+        self._sizes = self._epoch_sizes()
+        self.num_batches = len(self._sizes)
+        if self.num_batches == 0:
+            raise ValueError(
+                f"No batch can be formed: {len(lengths)} pair(s), fewer than the "
+                f"`batch_size_multiple` ({batch_size_multiple}). Use more data or fewer "
+                "replicas.")
+
+    def _epoch_sizes(self):
+        """`[(bucket, size)]` of each batch of an epoch, in bucket order."""
+        counts = np.bincount(self.buckets, minlength=len(self.batch_sizes))
+        sizes, carry = [], 0
+        for bucket, (count, size) in enumerate(zip(counts, self.batch_sizes, strict=True)):
+            members = carry + int(count)
+            sizes += [(bucket, size)] * (members // size)
+            carry = members % size
+        if carry >= self.multiple:
+            sizes.append((len(self.batch_sizes) - 1, carry // self.multiple * self.multiple))
+        return sizes
+
+    def position(self, step):
+        """`(epoch, batch)`: where step `step` (counted from 0) of a run takes its batch."""
+        return divmod(int(step), self.num_batches)
+
+    def epoch(self, epoch):
+        """The batches of `epoch`, in order: a list of `(pair indices, bucket)`."""
+        rng = np.random.default_rng([self.seed, epoch])
+        order = rng.permutation(len(self.buckets)) if self.shuffle else np.arange(
+            len(self.buckets))
+        order = order[np.argsort(self.buckets[order], kind="stable")]
+        starts = np.cumsum([0] + [size for _, size in self._sizes])
+        batches = [(order[start:start + size], bucket)
+                   for (bucket, size), start in zip(self._sizes, starts, strict=False)]
+        if self.shuffle:
+            batches = [batches[i] for i in rng.permutation(len(batches))]
+        return batches
+
+
+class StoreBatches:
+    """Padded training batches read from a `TokenStore` as a `BatchPlan` orders them.
+
+    Each batch is `({"encoder_token_ids": (B, S), "decoder_token_ids": (B, T)},
+    labels (B, T))`, int32: encoder input = source pieces + `END_ID`, decoder input =
+    `START_ID` + target pieces, labels = target pieces + `END_ID` (the teacher-forcing
+    shift of `keras_transformer.data.pipeline.teacher_forcing`).
+
+    Args:
+        store: a `TokenStore`.
+        tokens_per_batch: int. Most padded tokens per side and batch.
+        max_sequence_length: int. Longest sequence, special id included.
+        long_sequences: `"drop"` (leave out pairs with a side too long) or `"truncate"`.
+        shuffle: bool. Shuffle every epoch (see `BatchPlan`).
+        seed: int. Seed of the shuffle.
+        batch_size_multiple: int. Every batch size is a multiple of it.
+        pad_to_bucket: bool. Pad to the longest length the batch's bucket admits (one
+            shape per bucket, one compilation each under `jax.jit`) rather than to the
+            batch's longest sequence.
+        sentences_only: bool. Use only the pairs the store marks as sentence pairs.
+        worker: `(index, count)`. Read only share `index` of `count` equal, disjoint
+            shares of each batch (rows in order), as one of `count` workers.
+
+    Example:
+    >>> import tempfile
+    >>> from keras_transformer.data import train_tokenizer
+    >>> from keras_transformer.data.token_store import TokenStore, write_split
+    >>> tokenizer = train_tokenizer(["Guten Tag.", "Good day."] * 5, vocabulary_size=30)
+    >>> folder = tempfile.mkdtemp()
+    >>> _ = write_split(folder, "train", [("Guten Tag.", "Good day.")] * 4, tokenizer)
+    >>> batches = StoreBatches(TokenStore(folder, "train", "uint16"), tokens_per_batch=64,
+    ...                        max_sequence_length=16)
+    >>> features, labels = next(batches.iterate())
+    >>> features["encoder_token_ids"].shape, int(features["decoder_token_ids"][0, 0])
+    ((4, 5), 2)
+    """
+
+    def __init__(self, store, tokens_per_batch=25_000, max_sequence_length=256,
+                 long_sequences="drop", shuffle=True, seed=0, batch_size_multiple=1,
+                 pad_to_bucket=False, sentences_only=False, worker=(0, 1)):
+        check_choice("long_sequences", long_sequences, LONG_SEQUENCES)
+        if not len(store):
+            raise ValueError("The split holds no pairs: nothing to batch. Prepare the data "
+                             "folder with more pairs (see `keras-transformer prepare`).")
+        self.store = store
+        self.limit = max_sequence_length - 1
+        source, target = store.source_lengths, store.target_lengths
+        keep = np.ones(len(store), bool)
+        if sentences_only:
+            keep &= store.sentences
+        if long_sequences == "drop":
+            keep &= (source <= self.limit) & (target <= self.limit)
+        self.pairs = np.flatnonzero(keep)
+        if not len(self.pairs):
+            raise ValueError(
+                "No pair to batch: every pair was left out "
+                + ("(`sentences_only` keeps sentence pairs only, and there are none). "
+                   if sentences_only else "")
+                + f"with `long_sequences={long_sequences!r}` and `max_sequence_length="
+                f"{max_sequence_length}`. Raise the length or truncate.")
+        lengths = np.minimum(np.maximum(source, target)[self.pairs], self.limit) + 1
+        self.plan = BatchPlan(lengths, tokens_per_batch, max_sequence_length,
+                              batch_size_multiple, shuffle, seed)
+        self.pad_to_bucket = pad_to_bucket
+        index, count = worker
+        if batch_size_multiple % count:
+            raise ValueError(f"`batch_size_multiple` ({batch_size_multiple}) must be a "
+                             f"multiple of the number of workers ({count}).")
+        self.worker = worker
+
+    @property
+    def num_batches(self):
+        """Batches in one epoch."""
+        return self.plan.num_batches
+
+    def batch(self, rows, bucket):
+        """The padded arrays of the pairs `self.pairs[rows]`."""
+        index, count = self.worker
+        share = len(rows) // count
+        pairs = self.pairs[rows[index * share:(index + 1) * share]]
+        sources = [self.store.source(i)[:self.limit] for i in pairs]
+        targets = [self.store.target(i)[:self.limit] for i in pairs]
+        width = self.plan.longest[bucket] if self.pad_to_bucket else 1 + max(
+            len(row) for row in sources + targets)
+        encoder = np.full((len(pairs), width), PAD_ID, "int32")
+        decoder = np.full((len(pairs), width), PAD_ID, "int32")
+        labels = np.full((len(pairs), width), PAD_ID, "int32")
+        decoder[:, 0] = START_ID
+        for row, (source, target) in enumerate(zip(sources, targets, strict=True)):
+            encoder[row, :len(source)] = source
+            encoder[row, len(source)] = END_ID
+            decoder[row, 1:len(target) + 1] = target
+            labels[row, :len(target)] = target
+            labels[row, len(target)] = END_ID
+        return {"encoder_token_ids": encoder, "decoder_token_ids": decoder}, labels
+
+    def iterate(self, start_step=0, epochs=None):
+        """Batches from step `start_step` on, forever or for `epochs` epochs in all.
+
+        Nothing before `start_step` is read: its epoch's plan is computed and the batches
+        before it skipped by index.
+        """
+        epoch, offset = self.plan.position(start_step)
+        while epochs is None or epoch < epochs:
+            for rows, bucket in self.plan.epoch(epoch)[offset:]:
+                yield self.batch(rows, bucket)
+            epoch, offset = epoch + 1, 0
+
+    def statistics(self, epoch=0):
+        """Padding figures of one epoch, as `keras_transformer.data.batch_statistics`:
+        `batches`, `sentences`, `real_tokens`, `tokens`, `padding_efficiency` and
+        `largest_side_tokens` (encoder and decoder inputs), from the lengths alone."""
+        source = np.minimum(self.store.source_lengths[self.pairs], self.limit) + 1
+        target = np.minimum(self.store.target_lengths[self.pairs], self.limit) + 1
+        totals = dict(batches=0, sentences=0, real_tokens=0, tokens=0, largest_side_tokens=0)
+        for rows, bucket in self.plan.epoch(epoch):
+            width = self.plan.longest[bucket] if self.pad_to_bucket else int(
+                max(source[rows].max(), target[rows].max()))
+            totals["batches"] += 1
+            totals["sentences"] += len(rows)
+            totals["real_tokens"] += int(source[rows].sum() + target[rows].sum())
+            totals["tokens"] += 2 * len(rows) * width
+            totals["largest_side_tokens"] = max(totals["largest_side_tokens"], len(rows) * width)
+        totals["padding_efficiency"] = totals["real_tokens"] / max(totals["tokens"], 1)
+        return totals

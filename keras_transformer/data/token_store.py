@@ -1,0 +1,242 @@
+"""Tokenized splits on disk, read through memory maps (as fairseq's `.bin`/`.idx` files).
+
+`prepare` tokenizes each split once; `train` then reads token ids, never text. A split
+`NAME` of a data folder is three files:
+
+- `NAME.source.bin`, `NAME.target.bin`: every pair's piece ids, one after the other,
+  without start or end ids, as `uint16` where the vocabulary has at most 65,536 pieces
+  (else `int32`);
+- `NAME.index.npy`: `int64 (N + 1, 2)`, where pair `i`'s source pieces are
+  `source[index[i, 0]:index[i + 1, 0]]` and its target pieces
+  `target[index[i, 1]:index[i + 1, 1]]`;
+- `NAME.sentences.npy`: `bool (N,)`, whether pair `i` is a sentence pair
+  (`is_sentence_pair`), for `train --sentences-only`.
+
+`tokens.json` records the dtype, the pair and token counts of each split and the MD5 of
+the `tokenizer.model` that wrote them, so ids from another tokenizer are never read.
+Writing streams the split's TSV file in chunks, so memory stays at one chunk plus the
+index; each file is written under a temporary name and renamed when complete.
+"""
+
+import hashlib
+import itertools
+import json
+import os
+import sys
+
+import numpy as np
+import tqdm
+
+from keras_transformer.data.split import is_sentence_pair
+from keras_transformer.folders import TOKENIZER_FILE, TOKENS_FILE
+
+_SUFFIXES = {"source": ".source.bin", "target": ".target.bin", "index": ".index.npy",
+             "sentences": ".sentences.npy"}
+
+
+def store_files(data_dir, split):
+    """The four files of `split`, by role (`source`, `target`, `index`, `sentences`).
+
+    Example:
+    >>> store_files("data", "train")["index"]
+    'data/train.index.npy'
+    """
+    return {role: os.path.join(data_dir, split + suffix) for role, suffix in _SUFFIXES.items()}
+
+
+def token_dtype(vocabulary_size):
+    """`uint16` for a vocabulary of at most 65,536 pieces, else `int32`.
+
+    Example:
+    >>> token_dtype(37000), token_dtype(100_000)
+    ('uint16', 'int32')
+    """
+    return "uint16" if vocabulary_size <= 2**16 else "int32"
+
+
+def file_md5(path):
+    """The MD5 hex digest of a file's bytes."""
+    digest = hashlib.md5()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_split(data_dir, split, pairs, tokenizer, chunk_size=20_000, progress=False,
+                total=None):
+    """Tokenizes `pairs` and writes them as the token files of `split`.
+
+    Args:
+        data_dir: str. The data folder.
+        split: str. The split's name (`"train"`, `"validation"`, `"test"`).
+        pairs: iterable of `(source, target)` strings, read once, a chunk at a time.
+        tokenizer: a `Tokenizer`.
+        chunk_size: int. Pairs tokenized per call.
+        progress: bool. Show a progress bar on stderr.
+        total: int or `None`. The number of pairs, for the progress bar.
+
+    Returns:
+        Dict with `pairs`, `source_tokens` and `target_tokens`.
+
+    Example:
+    >>> import tempfile
+    >>> from keras_transformer.data import train_tokenizer
+    >>> tokenizer = train_tokenizer(["Guten Tag.", "Good day."] * 5, vocabulary_size=30)
+    >>> folder = tempfile.mkdtemp()
+    >>> write_split(folder, "test", [("Guten Tag.", "Good day.")], tokenizer)["pairs"]
+    1
+    """
+    dtype = token_dtype(tokenizer.vocabulary_size)
+    files = store_files(data_dir, split)
+    # A name of this process's own: several workers may tokenize a shared folder at once
+    # (they write the same bytes, and each rename is atomic).
+    partial = {role: f"{path}.partial-{os.getpid()}" for role, path in files.items()}
+    offsets, flags = [np.zeros((1, 2), "int64")], []
+    counts = np.zeros(2, "int64")
+    bar = tqdm.tqdm(total=total, desc=f"Tokenizing {split}", unit=" pairs", file=sys.stderr,
+                    disable=not progress, mininterval=1.0)
+    with open(partial["source"], "wb") as sources, open(partial["target"], "wb") as targets:
+        iterator = iter(pairs)
+        while chunk := list(itertools.islice(iterator, chunk_size)):
+            lengths = np.zeros((len(chunk), 2), "int64")
+            for side, handle in ((0, sources), (1, targets)):
+                ids = tokenizer.encode_as_ids([pair[side] for pair in chunk])
+                lengths[:, side] = [len(row) for row in ids]
+                flat = np.fromiter(itertools.chain.from_iterable(ids), dtype,
+                                   count=int(lengths[:, side].sum()))
+                flat.tofile(handle)
+            offsets.append(counts + np.cumsum(lengths, axis=0))
+            counts += lengths.sum(axis=0)
+            flags.append(np.fromiter((is_sentence_pair(*pair) for pair in chunk), bool,
+                                     count=len(chunk)))
+            bar.update(len(chunk))
+    bar.close()
+    index = np.concatenate(offsets)
+    for role, array in (("index", index), ("sentences", np.concatenate(flags or [[]]))):
+        with open(partial[role], "wb") as file:
+            np.save(file, array.astype(bool) if role == "sentences" else array)
+    for role in files:
+        os.replace(partial[role], files[role])
+    return {"pairs": len(index) - 1, "source_tokens": int(counts[0]),
+            "target_tokens": int(counts[1])}
+
+
+def write_manifest(data_dir, splits, tokenizer):
+    """Writes `tokens.json`: the dtype, each split's counts and the tokenizer's MD5."""
+    manifest = {"dtype": token_dtype(tokenizer.vocabulary_size),
+                "vocabulary_size": tokenizer.vocabulary_size,
+                "tokenizer_md5": file_md5(os.path.join(data_dir, TOKENIZER_FILE)),
+                "splits": splits}
+    path = os.path.join(data_dir, TOKENS_FILE)
+    partial = f"{path}.partial-{os.getpid()}"
+    with open(partial, "w", encoding="utf-8") as file:
+        json.dump(manifest, file, indent=2)
+    os.replace(partial, path)
+    return manifest
+
+
+def read_manifest(data_dir):
+    """`tokens.json` of a data folder, or `None` where it is missing or was written with
+    another `tokenizer.model` (its token files are then stale)."""
+    try:
+        with open(os.path.join(data_dir, TOKENS_FILE), encoding="utf-8") as file:
+            manifest = json.load(file)
+    except (OSError, ValueError):
+        return None
+    if manifest.get("tokenizer_md5") != file_md5(os.path.join(data_dir, TOKENIZER_FILE)):
+        return None
+    return manifest
+
+
+def tokenize_folder(data_dir, progress=False):
+    """`tokens.json` of a data folder, tokenizing its splits first where they are missing
+    or were written with another `tokenizer.model` (e.g. a folder from an earlier version,
+    or one written by hand: `train.tsv`, `validation.tsv`, `tokenizer.model`).
+
+    Example:
+    >>> import tempfile
+    >>> from keras_transformer.data import train_tokenizer, write_tsv
+    >>> folder = tempfile.mkdtemp()
+    >>> write_tsv(os.path.join(folder, "train.tsv"), [("Guten Tag.", "Good day.")] * 3)
+    >>> _ = train_tokenizer(["Guten Tag.", "Good day."] * 5,
+    ...                     os.path.join(folder, "tokenizer.model"), vocabulary_size=30)
+    >>> tokenize_folder(folder)["splits"]["train"]["pairs"]
+    3
+    """
+    manifest = read_manifest(data_dir)
+    if manifest is not None:
+        return manifest
+    from keras_transformer.data.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer.from_file(os.path.join(data_dir, TOKENIZER_FILE))
+    splits = {}
+    for split in ("train", "validation", "test"):
+        path = os.path.join(data_dir, f"{split}.tsv")
+        if os.path.isfile(path):
+            splits[split] = write_split(data_dir, split, _tsv_pairs(path), tokenizer,
+                                        progress=progress)
+    return write_manifest(data_dir, splits, tokenizer)
+
+
+def _tsv_pairs(path):
+    """`(source, target)` of each line of a TSV file that `prepare` or `write_tsv` wrote."""
+    with open(path, encoding="utf-8") as file:
+        for number, line in enumerate(file, start=1):
+            source, tab, target = line.rstrip("\n").partition("\t")
+            if not line.strip():
+                continue
+            if not tab or "\t" in target:
+                raise ValueError(f"Line {number} of `{path}` must hold two tab-separated "
+                                 f"fields (source<TAB>target). Received: {line[:80]!r}")
+            yield source.strip(), target.strip()
+
+
+class TokenStore:
+    """One tokenized split of a data folder, read through memory maps.
+
+    Nothing is read into memory but the index (16 bytes a pair) and what is sliced.
+
+    Args:
+        data_dir: str. A data folder written by `prepare`.
+        split: str. `"train"`, `"validation"` or `"test"`.
+        dtype: str. The dtype of the token files (from `tokens.json`).
+
+    Example:
+    >>> import tempfile
+    >>> from keras_transformer.data import train_tokenizer
+    >>> tokenizer = train_tokenizer(["Guten Tag.", "Good day."] * 5, vocabulary_size=30)
+    >>> folder = tempfile.mkdtemp()
+    >>> _ = write_split(folder, "train", [("Guten Tag.", "Good day.")] * 3, tokenizer)
+    >>> store = TokenStore(folder, "train", "uint16")
+    >>> len(store), tokenizer.decode_ids([store.target(2)])
+    (3, ['Good day.'])
+    """
+
+    def __init__(self, data_dir, split, dtype):
+        files = store_files(data_dir, split)
+        for path in files.values():
+            if not os.path.isfile(path):
+                raise FileNotFoundError(
+                    f"`{path}` is missing: the data folder `{data_dir}` has no tokenized "
+                    f"`{split}` split. Run `keras-transformer prepare --output {data_dir}` "
+                    "again (or pass a folder it wrote).")
+        self.index = np.load(files["index"])
+        self.sentences = np.load(files["sentences"])
+        # An empty file cannot be memory-mapped.
+        self.source_ids, self.target_ids = (
+            np.memmap(files[side], dtype=dtype, mode="r") if os.path.getsize(files[side])
+            else np.zeros(0, dtype) for side in ("source", "target"))
+        self.source_lengths = np.diff(self.index[:, 0])
+        self.target_lengths = np.diff(self.index[:, 1])
+
+    def __len__(self):
+        return len(self.index) - 1
+
+    def source(self, i):
+        """The source pieces of pair `i` (a read-only array)."""
+        return self.source_ids[self.index[i, 0]:self.index[i + 1, 0]]
+
+    def target(self, i):
+        """The target pieces of pair `i` (a read-only array)."""
+        return self.target_ids[self.index[i, 1]:self.index[i + 1, 1]]
