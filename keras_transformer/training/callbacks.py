@@ -80,6 +80,9 @@ class Backup(keras.callbacks.Callback):
 
     The state is the weights with the optimizer's (its step counter included), in
     `directory/latest.weights.h5`; the step tells where the seeded batch stream resumes.
+    With `position` (a function of the step), `training_metadata.json` also records the
+    data position, e.g. `{"epoch", "batch", "seed", "batches_per_epoch"}`, which a
+    resumed run checks against its own.
     Each write goes to a temporary file that replaces the previous backup atomically,
     so a kill during a write leaves the previous backup whole.
 
@@ -94,19 +97,28 @@ class Backup(keras.callbacks.Callback):
     (['latest.weights.h5', 'training_metadata.json'], 8)
     """
 
-    def __init__(self, directory, minutes=None):
+    def __init__(self, directory, minutes=None, position=None):
         super().__init__()
         self.directory = directory
         self.minutes = minutes
+        self.position = position
         self._last = None
 
     @staticmethod
     def saved_step(directory):
         """The step of the backup in `directory` (from its metadata), or `None`."""
         try:
+            return int(Backup.saved_metadata(directory)["step"])
+        except (TypeError, ValueError, KeyError):
+            return None
+
+    @staticmethod
+    def saved_metadata(directory):
+        """The metadata of the backup in `directory` (a dict), or `None`."""
+        try:
             with open(os.path.join(directory, BACKUP_METADATA), encoding="utf-8") as file:
-                return int(json.load(file)["step"])
-        except (OSError, ValueError, KeyError):
+                return json.load(file)
+        except (OSError, ValueError):
             return None
 
     def on_train_begin(self, logs=None):
@@ -129,7 +141,8 @@ class Backup(keras.callbacks.Callback):
         step = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
         metadata = os.path.join(self.directory, BACKUP_METADATA)
         with open(metadata + ".partial", "w", encoding="utf-8") as file:
-            json.dump({"step": step, "time": time.time()}, file)
+            json.dump({"step": step, "time": time.time(),
+                       **({"data": self.position(step)} if self.position else {})}, file)
         os.replace(metadata + ".partial", metadata)  # informative: the weights hold the step
         self._last = time.monotonic()
 

@@ -54,13 +54,15 @@ def fit_with_custom_loop(
     Args:
         model: a compiled Transformer.
         dataset: `tf.data.Dataset` of `(features, labels)` global batches, each a multiple
-            of the number of replicas (`make_dataset` does this).
+            of the number of replicas (`make_dataset` does this); or a function of a
+            `tf.distribute.InputContext` returning the dataset of one input pipeline, one
+            per-replica batch an element (`strategy.distribute_datasets_from_function`).
         epochs: int. As in `model.fit`.
         steps_per_epoch: int or `None`. As in `model.fit`: with it, one iterator runs
             on across epochs; without it, each epoch is one pass over `dataset`.
         initial_epoch: int. As in `model.fit`.
         callbacks: list of `keras.callbacks.Callback`. As in `model.fit`.
-        validation_data: optional finite `tf.data.Dataset` like `dataset`.
+        validation_data: optional finite `tf.data.Dataset` (or function) like `dataset`.
         verbose: as in `model.fit`; `"auto"` shows a progress bar on the chief only.
 
     Returns:
@@ -169,6 +171,8 @@ def _make_steps(model, strategy, metrics):
 
 
 def _distribute(strategy, dataset):
+    if callable(dataset):  # each worker reads its own part of each batch
+        return strategy.distribute_datasets_from_function(dataset)
     # Every worker builds the same batches; DATA sharding gives each its part of each one.
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA

@@ -5,9 +5,11 @@ The model folder holds `model.keras`, `tokenizer.model`, `config.json`,
 training state, written at every checkpoint and every `backup_minutes`, so a killed
 run resumes where it was backed up, losing minutes, not hours),
 `logs/` (TensorBoard) and `history.csv`. Running `train` again on the same folder
-continues from the backup until `max_steps` is reached. On TensorFlow the batches come
-from `tf.data` and several devices train under `tf.distribute`; on JAX and PyTorch from
-`NumpyBatches`, with `keras.distribution.DataParallel` over JAX's devices.
+continues from the backup until `max_steps` is reached; it starts at the batch its step
+points to, replaying nothing. The batches are read from the splits `prepare` tokenized to
+disk (`training.inputs`), the same on every backend: through `tf.data` on TensorFlow,
+where several devices train under `tf.distribute`, and as NumPy arrays on JAX and
+PyTorch, with `keras.distribution.DataParallel` over JAX's devices.
 
 Under `MultiWorkerMirroredStrategy` the steps run in `fit_with_custom_loop` (Keras' `fit`
 cannot run there, see `custom_loop`). Every worker runs every callback (saving may
@@ -26,10 +28,7 @@ import time
 
 import keras
 
-from keras_transformer.backend import backend, has_tensorflow
-from keras_transformer.data.batching import NumpyBatches
-from keras_transformer.data.corpora import load_tsv
-from keras_transformer.data.prepare import load_training_pairs
+from keras_transformer.backend import has_tensorflow
 from keras_transformer.data.tokenizer import Tokenizer
 from keras_transformer.folders import (
     BACKUP_DIR,
@@ -39,8 +38,6 @@ from keras_transformer.folders import (
     LOGS_DIR,
     MODEL_FILE,
     TOKENIZER_FILE,
-    TRAIN_FILE,
-    VALIDATION_FILE,
 )
 from keras_transformer.models.transformer import build_transformer
 from keras_transformer.training.callbacks import (
@@ -53,6 +50,7 @@ from keras_transformer.training.callbacks import (
 from keras_transformer.training.compile import compile_transformer
 from keras_transformer.training.config import CHANGEABLE_ON_RESUME, RETIRED, TrainingConfig
 from keras_transformer.training.distribution import select_distribution
+from keras_transformer.training.inputs import check_data_folder, training_data
 from keras_transformer.training.precision import AUTO, choose_precision, set_precision
 
 logger = logging.getLogger(__name__)
@@ -66,8 +64,12 @@ LEGACY_KEYS = ("preset", "model_overrides", "max_sequence_length", "tokens_per_b
 def train(data_dir, output_dir, config=None, **settings):
     """Train (or resume training) a Transformer on a folder written by `prepare`.
 
+    It reads as its stages: the config (saved recipe on resume), the distribution, the
+    data, the model (restored from the backup), the callbacks, and `fit`.
+
     Args:
-        data_dir: folder with `train.tsv`, `validation.tsv` and `tokenizer.model`.
+        data_dir: folder with `train.tsv`, `validation.tsv` and `tokenizer.model`, and
+            the tokenized splits `prepare` writes (made here first where missing).
         output_dir: the model folder (created; reused to resume).
         config: a `TrainingConfig` (every setting), or `None` for its defaults.
         **settings: settings of `TrainingConfig` to set (over `config`'s); any other
@@ -88,8 +90,10 @@ def train(data_dir, output_dir, config=None, **settings):
 
     Returns:
         A dict: the final step, the step it resumed from (0 for a fresh run), why
-        training stopped, the last logs and BLEU history, and `seconds` spent training
-        (validation passes and checkpoints included; setup and the final save not).
+        training stopped, the last logs and BLEU history, `seconds` spent training
+        (validation passes and checkpoints included; setup and the final save not) and
+        `first_step_seconds`, from the call to the end of this run's first step (`None`
+        if it took none).
 
     Example (two steps of a one-layer model on a folder written on the spot):
     >>> import tempfile
@@ -108,67 +112,19 @@ def train(data_dir, output_dir, config=None, **settings):
     >>> {"model.keras", "config.json", "checkpoints"} <= set(os.listdir(output_dir))
     True
     """
-    for name in (TRAIN_FILE, VALIDATION_FILE, TOKENIZER_FILE):
-        if not os.path.exists(os.path.join(data_dir, name)):
-            raise FileNotFoundError(
-                f"`{os.path.join(data_dir, name)}` is missing: `data_dir` must be a folder "
-                "written by `keras-transformer prepare --output DIR`."
-            )
-    config, given = _settings(config, settings)
-    os.makedirs(output_dir, exist_ok=True)
-    saved = _read_config(output_dir)
-    if saved is not None:
-        config = _resume_config(output_dir, saved, config, given)
-    keras.utils.set_random_seed(config.seed)
-    distribution = select_distribution(config.strategy, config.devices)
-    multi_worker, chief = distribution.multi_worker, distribution.chief
-    if config.precision == AUTO and multi_worker:
-        raise ValueError("--precision auto cannot run with several workers: each would "
-                         "time its own steps and they could choose differently. Pass "
-                         "--precision float32 or mixed_bfloat16 (the same on every worker).")
-    if config.precision != AUTO:
-        set_precision(config.precision)
+    started = time.monotonic()
+    check_data_folder(data_dir)
+    config, saved = _configure(output_dir, config, settings)
+    distribution = _distribution(config)
+    chief = distribution.chief
     # As TensorFlow recommends for MultiWorkerMirroredStrategy, non-chief workers save like
     # the chief (saving may read variables collectively), into a folder of their own.
     write_dir = output_dir if chief else tempfile.mkdtemp(prefix="keras-transformer-worker-")
-
     tokenizer = Tokenizer.from_file(os.path.join(data_dir, TOKENIZER_FILE))
     if chief:
         shutil.copyfile(os.path.join(data_dir, TOKENIZER_FILE),
                         os.path.join(output_dir, TOKENIZER_FILE))
-
-    replicas = distribution.replicas
-    train_pairs = load_training_pairs(data_dir, config.sentences_only)
-    validation_pairs = load_tsv(os.path.join(data_dir, VALIDATION_FILE))
-    # Batch sizes are rounded to a multiple of the replicas: uneven splits fail in fit.
-    batching = dict(tokens_per_batch=config.tokens_per_batch * replicas,
-                    max_sequence_length=config.max_sequence_length,
-                    batch_size_multiple=replicas)
-    if backend() == "tensorflow":
-        from keras_transformer.data.pipeline import make_dataset
-
-        def batches(start):
-            # A new dataset each time: a second iterator of one dataset would reshuffle.
-            return make_dataset(train_pairs, tokenizer, seed=config.seed, repeat=True,
-                                **batching).skip(start)
-
-        validation_data = make_dataset(validation_pairs, tokenizer, long_sequences="truncate",
-                                       shuffle=False, **batching)
-        if not multi_worker:  # (there each worker validates on its own shard)
-            # Bucketing hides the number of batches; Keras warns "ran out of data" at the
-            # end of every validation pass unless it knows it.
-            import tensorflow as tf
-
-            count = sum(1 for _ in validation_data)
-            validation_data = validation_data.apply(
-                tf.data.experimental.assert_cardinality(count))
-    else:
-        # One shape per length bucket, so jax.jit compiles each train step shape once.
-        batches = NumpyBatches(train_pairs, tokenizer, seed=config.seed, repeat=True,
-                               pad_to_bucket=True, **batching).skip
-        validation_data = NumpyBatches(validation_pairs, tokenizer, long_sequences="truncate",
-                                       shuffle=False, pad_to_bucket=True,
-                                       **batching).as_py_dataset()
+    data = training_data(data_dir, config, distribution)
 
     def new_model():
         with distribution.scope():
@@ -180,32 +136,83 @@ def train(data_dir, output_dir, config=None, **settings):
                                 jit_compile=config.jit_compile)
         return model
 
-    precision_auto = (saved or {}).get(PRECISION_AUTO_KEY)
-    if config.precision == AUTO:
-        def fit_steps(precision, steps, timer):
-            trial = new_model()
-            with distribution.fit_scope():
-                trial.fit(batches(0), steps_per_epoch=steps, epochs=1, callbacks=[timer],
-                          shuffle=False, verbose=0)
-
-        chosen, seconds = choose_precision(fit_steps)
-        logger.info("--precision auto chose %s (seconds per train step: %s).", chosen,
-                    ", ".join(f"{name} {value:.3f}" for name, value in seconds.items()))
-        precision_auto = {"chosen": chosen, "seconds_per_step": seconds}
-        config = dataclasses.replace(config, precision=chosen)
-        keras.utils.set_random_seed(config.seed)  # the same weights as without the trial
+    config, precision_auto = _precision(config, saved, new_model, data, distribution)
     if chief:
         _write_config(output_dir, config, tokenizer.vocabulary_size, data_dir, precision_auto)
-
     model = new_model()
     with distribution.scope():
-        steps_done = _restore_backup(model, os.path.join(output_dir, BACKUP_DIR))
+        steps_done = _restore_backup(model, os.path.join(output_dir, BACKUP_DIR), data)
+    callbacks, limit, bleu = _callbacks(config, model, tokenizer, data, write_dir,
+                                        distribution.multi_worker)
+    first_step = {}  # seconds from the call to the end of this run's first step
+    callbacks.append(keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: (
+        first_step.setdefault("seconds", time.monotonic() - started))))
+    logs, fit_seconds = _fit(model, data, callbacks, limit, config, steps_done, distribution)
 
+    step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+    model.save(os.path.join(write_dir, MODEL_FILE))
+    if not chief:
+        shutil.rmtree(write_dir, ignore_errors=True)
+    result = {"step": step, "resumed_from": steps_done,
+              "stopped": limit.reason or f"finished {_epochs(config)} epochs",
+              "logs": logs, "bleu": bleu.history if bleu else [], "seconds": fit_seconds,
+              "first_step_seconds": first_step.get("seconds"),
+              "model": os.path.join(output_dir, MODEL_FILE)}
+    logger.info("Training stopped at step %d: %s", step, result["stopped"])
+    return result
+
+
+def _configure(output_dir, config, settings):
+    """`(config, saved config.json or None)`: the settings given, or on resume the saved
+    recipe changed only where it may change."""
+    config, given = _settings(config, settings)
+    os.makedirs(output_dir, exist_ok=True)
+    saved = _read_config(output_dir)
+    if saved is not None:
+        config = _resume_config(output_dir, saved, config, given)
+    keras.utils.set_random_seed(config.seed)
+    return config, saved
+
+
+def _distribution(config):
+    distribution = select_distribution(config.strategy, config.devices)
+    if config.precision == AUTO and distribution.multi_worker:
+        raise ValueError("--precision auto cannot run with several workers: each would "
+                         "time its own steps and they could choose differently. Pass "
+                         "--precision float32 or mixed_bfloat16 (the same on every worker).")
+    if config.precision != AUTO:
+        set_precision(config.precision)
+    return distribution
+
+
+def _precision(config, saved, new_model, data, distribution):
+    """`(config, what --precision auto measured)`: with `auto`, the faster precision
+    here, timed over a few steps; on resume, what the folder's first run measured."""
+    precision_auto = (saved or {}).get(PRECISION_AUTO_KEY)
+    if config.precision != AUTO:
+        return config, precision_auto
+
+    def fit_steps(precision, steps, timer):
+        trial = new_model()
+        with distribution.fit_scope():
+            trial.fit(data.batches(0), steps_per_epoch=steps, epochs=1, callbacks=[timer],
+                      shuffle=False, verbose=0)
+
+    chosen, seconds = choose_precision(fit_steps)
+    logger.info("--precision auto chose %s (seconds per train step: %s).", chosen,
+                ", ".join(f"{name} {value:.3f}" for name, value in seconds.items()))
+    keras.utils.set_random_seed(config.seed)  # the same weights as without the trial
+    return (dataclasses.replace(config, precision=chosen),
+            {"chosen": chosen, "seconds_per_step": seconds})
+
+
+def _callbacks(config, model, tokenizer, data, write_dir, multi_worker):
+    """`(callbacks, the TrainingLimit among them, the BleuCallback or None)`."""
     limit = TrainingLimit(max_steps=config.max_steps, max_minutes=config.max_minutes)
     # Timed backups would come at different steps on different workers.
     backup_minutes = None if multi_worker else config.backup_minutes
     callbacks = [
-        Backup(os.path.join(write_dir, BACKUP_DIR), backup_minutes),
+        Backup(os.path.join(write_dir, BACKUP_DIR), backup_minutes, position=data.position),
         limit,
         StepCheckpoint(os.path.join(write_dir, CHECKPOINTS_DIR), config.checkpoint_every,
                        config.keep_checkpoints),
@@ -221,18 +228,28 @@ def train(data_dir, output_dir, config=None, **settings):
         from keras_transformer.generation import Translator
 
         translator = Translator(model, tokenizer)
-        sample = validation_pairs[:config.bleu_sentences]
+        sample = data.validation_pairs[:config.bleu_sentences]
         bleu = BleuCallback(lambda texts: translator.translate(texts, method="greedy",
                                                                progress=False),
                             [s for s, _ in sample], [t for _, t in sample],
                             every_n_steps=bleu_every, log_dir=os.path.join(write_dir, LOGS_DIR))
         callbacks.insert(3, bleu)
+    return callbacks, limit, bleu
 
-    # An epoch is `checkpoint_every` steps: it ends with a validation pass and a backup.
-    # A run resumed from a timed backup first trains to the next epoch boundary, so
-    # validation comes at the same steps as in an uninterrupted run.
+
+def _epochs(config):
+    return -(-config.max_steps // config.checkpoint_every)
+
+
+def _fit(model, data, callbacks, limit, config, steps_done, distribution):
+    """Runs `fit` from `steps_done` to `max_steps`; returns `(last logs, seconds in fit)`.
+
+    An epoch is `checkpoint_every` steps: it ends with a validation pass and a backup.
+    A run resumed from a timed backup first trains to the next epoch boundary, so
+    validation comes at the same steps as in an uninterrupted run.
+    """
     period = config.checkpoint_every
-    epochs = -(-config.max_steps // period)
+    epochs = _epochs(config)
     runs = []  # (first epoch, steps in its epochs, the step it starts from)
     if steps_done < config.max_steps:
         if steps_done % period:
@@ -247,37 +264,30 @@ def train(data_dir, output_dir, config=None, **settings):
     for first_epoch, steps_per_epoch, start in runs:
         if limit.reason:
             break
-        # The seeded stream of batches is replayed from the step the backup holds, so a
-        # resumed run sees exactly the batches an uninterrupted one would have seen.
-        options = dict(validation_data=validation_data, initial_epoch=first_epoch,
+        # The batches start where step `start` takes its batch: nothing is replayed, and
+        # a resumed run sees exactly the batches an uninterrupted one would have seen.
+        options = dict(validation_data=data.validation, initial_epoch=first_epoch,
                        epochs=epochs if steps_per_epoch == period else first_epoch + 1,
                        steps_per_epoch=steps_per_epoch, callbacks=callbacks,
                        verbose=config.verbose)
-        if multi_worker:
+        if distribution.multi_worker:
             from keras_transformer.training.custom_loop import fit_with_custom_loop
 
-            history = fit_with_custom_loop(model, batches(start), **options)
+            history = fit_with_custom_loop(model, data.batches(start), **options)
         else:
             with distribution.fit_scope():
                 # The batches are shuffled already (`shuffle=True` would only warn here).
-                history = model.fit(batches(start), shuffle=False, **options)
+                history = model.fit(data.batches(start), shuffle=False, **options)
         logs.update({key: float(values[-1]) for key, values in history.history.items()
                      if values})
-    fit_seconds = time.monotonic() - fit_started
-    step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
-    model.save(os.path.join(write_dir, MODEL_FILE))
-    if not chief:
-        shutil.rmtree(write_dir, ignore_errors=True)
-    result = {"step": step, "resumed_from": steps_done,
-              "stopped": limit.reason or f"finished {epochs} epochs",
-              "logs": logs, "bleu": bleu.history if bleu else [], "seconds": fit_seconds,
-              "model": os.path.join(output_dir, MODEL_FILE)}
-    logger.info("Training stopped at step %d: %s", step, result["stopped"])
-    return result
+    return logs, time.monotonic() - fit_started
 
 
-def _restore_backup(model, backup_dir):
-    """Load the backup, if any, into `model` and its optimizer; return its step (or 0)."""
+def _restore_backup(model, backup_dir, data):
+    """Load the backup, if any, into `model` and its optimizer; return its step (or 0).
+
+    The data position is computed from the step; a backup whose recorded position does
+    not match (the data folder changed since) is resumed all the same, with a warning."""
     weights = os.path.join(backup_dir, BACKUP_WEIGHTS)
     if not os.path.exists(weights):
         return 0
@@ -287,7 +297,18 @@ def _restore_backup(model, backup_dir):
     except OSError:  # a folder of an earlier version (Keras' BackupAndRestore) killed mid-write
         model.load_weights(weights + ".bkp")
     steps = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
-    logger.info("Resuming from %s at step %d.", backup_dir, steps)
+    position = data.position(steps)
+    metadata = Backup.saved_metadata(backup_dir) or {}
+    recorded = metadata.get("data")
+    if recorded and metadata.get("step") == steps and recorded != position:
+        logger.warning(
+            "The backup in %s was written with another batch plan (%s); the data folder or "
+            "the batching changed since. Resuming at step %d with the current plan (%s): "
+            "the batches differ from those an uninterrupted run would have seen.",
+            backup_dir, recorded, steps, position)
+    logger.info("Resuming from %s at step %d (epoch %d, batch %d of %d; nothing replayed).",
+                backup_dir, steps, position["epoch"], position["batch"],
+                position["batches_per_epoch"])
     return steps
 
 

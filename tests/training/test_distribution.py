@@ -176,8 +176,9 @@ def test_cli_trains_and_resumes_with_two_workers(tiny_data_dir, tmp_path):
     for max_steps in (4, 6):  # the second run resumes both workers from the chief's backup
         outputs = _run_two_workers(command(max_steps))
         results = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
-        for result in results:  # each worker's own time in fit
+        for result in results:  # each worker's own time in fit and to its first step
             assert result.pop("seconds") > 0
+            assert result.pop("first_step_seconds") > 0
         assert results[0] == results[1]
         assert results[0]["step"] == max_steps
     assert sorted(os.listdir(os.path.join(model_dir, "checkpoints"))) == [
