@@ -16,8 +16,10 @@ True
 import dataclasses
 
 from keras_transformer.models.presets import PRESETS
-from keras_transformer.training.distribution import STRATEGIES
 from keras_transformer.training.precision import AUTO, PRECISIONS
+
+STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker")
+"""The ways `train` spreads its work (see `select_distribution`)."""
 
 # How long and how often a run works, and on what hardware: these may change when a
 # folder is resumed. Everything else is the recipe the saved model was trained with.

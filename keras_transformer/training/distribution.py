@@ -18,9 +18,8 @@ import os
 import keras
 
 from keras_transformer.backend import backend
+from keras_transformer.training.config import STRATEGIES
 from keras_transformer.validation import check_choice, check_positive_int
-
-STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker")
 
 
 class Distribution:

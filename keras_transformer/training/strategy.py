@@ -9,7 +9,7 @@ import json
 import os
 
 from keras_transformer.backend import require_tensorflow
-from keras_transformer.training.distribution import STRATEGIES
+from keras_transformer.training.config import STRATEGIES
 from keras_transformer.training.precision import PRECISIONS, set_precision  # noqa: F401
 from keras_transformer.validation import check_choice, check_positive_int
 
