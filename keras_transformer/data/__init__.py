@@ -1,4 +1,6 @@
-"""Data: corpora, the split, the SentencePiece tokenizer, the tf.data pipeline and NumPy batcher.
+"""Data: corpora and `prepare`, the split, the SentencePiece tokenizer, the tokenized splits
+on disk (`TokenStore`) and their batches (`StoreBatches`, `store_dataset`), and for pairs
+held in memory the tf.data pipeline (`make_dataset`) and NumPy batcher (`NumpyBatches`).
 
 Example:
 >>> from keras_transformer import data

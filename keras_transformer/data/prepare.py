@@ -20,8 +20,8 @@ It reads any mix of aligned file pairs, TSV files and the Ding dictionary (see
    was bad), the splits, the unknown-token share and the padding efficiency of the
    training batches next to naive batching.
 
-Memory stays bounded by the tokenizer's sample, the duplicate filter (8 bytes a pair) and
-the token index (16 bytes a pair), whatever the corpus size.
+Memory stays bounded by the tokenizer's sample, the duplicate filter (an 8-byte digest a
+pair, about 80 bytes as a Python set) and the token index (16 bytes a pair).
 """
 
 import hashlib
@@ -48,6 +48,7 @@ from keras_transformer.data.split import sentence_pairs_only, split_pairs
 from keras_transformer.data.token_store import (
     TokenStore,
     _tsv_pairs,
+    store_files,
     write_manifest,
     write_split,
 )
@@ -147,6 +148,7 @@ def prepare(
                                 vocabulary_size=vocabulary_size,
                                 input_sentence_size=input_sentence_size, seed=seed)
     training_seconds = time.perf_counter() - start
+    sample_texts, writer.sample = len(writer.sample), None
     tokens = {}
     for name in SPLITS:
         path = os.path.join(output_dir, f"{name}.tsv")
@@ -163,7 +165,7 @@ def prepare(
                      "given": {name: files for name, files in given.items() if files}},
         "pairs": _pair_counts(reports, writer, counts),
         **_token_figures(output_dir, manifest, tokens, tokenizer, training_seconds,
-                         len(writer.sample)),
+                         sample_texts),
         "padding": _padding(TokenStore(output_dir, "train", manifest["dtype"]),
                             tokens_per_batch, max_sequence_length, seed),
     }
@@ -214,7 +216,8 @@ def _token_figures(output_dir, manifest, tokens, tokenizer, training_seconds, sa
             "vocabulary_size": tokenizer.vocabulary_size,
             "training_seconds": round(training_seconds, 2),
             "sample_texts": sample_texts,
-            "unknown_share": {name: _unknown_share(store) for name, store in stores.items()},
+            "unknown_share": {name: _unknown_share(output_dir, name, manifest["dtype"])
+                              for name in SPLITS},
         },
     }
 
@@ -311,6 +314,7 @@ class _SplitWriter:
             os.remove(self.paths[name] + ".partial")
 
     def close(self):
+        self.seen = None  # the duplicate filter's memory, free for the tokenizer
         for name, file in self.files.items():
             file.close()
             os.replace(self.paths[name] + ".partial", self.paths[name])
@@ -351,10 +355,16 @@ def _pair_counts(reports, writer, counts):
     }
 
 
-def _unknown_share(store):
-    pieces = len(store.source_ids) + len(store.target_ids)
-    unknown = int(np.count_nonzero(store.source_ids == UNK_ID)
-                  + np.count_nonzero(store.target_ids == UNK_ID))
+def _unknown_share(output_dir, split, dtype, chunk=1 << 24):
+    """The share of `UNK_ID` among a split's pieces, read in chunks rather than through the
+    memory map, whose pages would stay in this process's RSS."""
+    unknown = pieces = 0
+    for side in ("source", "target"):
+        with open(store_files(output_dir, split)[side], "rb") as file:
+            while block := file.read(chunk):
+                ids = np.frombuffer(block, dtype)
+                unknown += int(np.count_nonzero(ids == UNK_ID))
+                pieces += len(ids)
     return unknown / pieces if pieces else 0.0
 
 

@@ -79,7 +79,7 @@ def training_data(data_dir, config, distribution):
 
     train = dict(seed=config.seed, sentences_only=config.sentences_only)
     validation = dict(shuffle=False, long_sequences="truncate")
-    batches_per_epoch = store_batches(train_store, **train).num_batches
+    train_batches = store_batches(train_store, **train)
     if distribution.multi_worker:
         from keras_transformer.data.pipeline import store_dataset
 
@@ -96,16 +96,15 @@ def training_data(data_dir, config, distribution):
     elif backend() == "tensorflow":
         from keras_transformer.data.pipeline import store_dataset
 
-        train_batches = store_batches(train_store, **train)
         batches = lambda start: store_dataset(train_batches, start)  # noqa: E731
         validation_data = store_dataset(store_batches(validation_store, **validation),
                                         epochs=1)
     else:
         from keras_transformer.data.batching import _BatchList
 
-        batches = store_batches(train_store, **train).iterate
+        batches = train_batches.iterate
         validation_data = _BatchList(list(store_batches(validation_store, **validation)
                                           .iterate(epochs=1)))
     return TrainingData(batches, validation_data,
                         load_tsv(os.path.join(data_dir, VALIDATION_FILE)),
-                        batches_per_epoch, config.seed)
+                        train_batches.num_batches, config.seed)

@@ -38,11 +38,13 @@ def test_epochs_differ_in_order_but_not_in_count_and_seeds_repeat():
     assert [rows.tolist() for rows, _ in second] != [rows.tolist() for rows, _ in other]
 
 
-def test_batch_size_multiple_drops_fewer_than_the_multiple_an_epoch():
+def test_a_batch_size_multiple_leaves_no_pair_out():
     batches = plan(batch_size_multiple=4).epoch(0)
-    assert all(len(rows) % 4 == 0 for rows, _ in batches)
-    kept = sum(len(rows) for rows, _ in batches)
-    assert len(LENGTHS) - 4 < kept <= len(LENGTHS)
+    pairs = np.concatenate([rows for rows, _ in batches])
+    assert sorted(pairs.tolist()) == list(range(len(LENGTHS)))
+    full = [len(rows) for rows, bucket in batches if len(rows) == plan(
+        batch_size_multiple=4).batch_sizes[bucket]]
+    assert full and all(size % 4 == 0 for size in full)
 
 
 def test_lengths_over_the_maximum_are_an_error():
@@ -101,9 +103,24 @@ def test_starting_at_a_step_gives_the_batches_an_uninterrupted_stream_gives_ther
         assert_same(resumed, uninterrupted[start:])
 
 
+def test_short_batches_get_rows_of_padding_not_fewer_pairs(store):
+    for options in ({"batch_size_multiple": 3}, {"pad_to_bucket": True}):
+        stream = batches(store, **options)
+        real_rows = 0
+        for rows, bucket in stream.plan.epoch(0):
+            features, labels = stream.batch(rows, bucket)
+            expected = (stream.plan.batch_sizes[bucket] if "pad_to_bucket" in options
+                        else -(-len(rows) // 3) * 3)
+            assert len(labels) == expected
+            assert labels[:len(rows)].any(axis=1).all() and not labels[len(rows):].any()
+            assert not features["decoder_token_ids"][len(rows):].any()
+            real_rows += len(rows)
+        assert real_rows == len(stream.pairs)
+
+
 def test_workers_read_disjoint_shares_that_make_the_global_batch(store):
-    whole = take(batches(store, batch_size_multiple=2).iterate(), 5)
-    shares = [take(batches(store, batch_size_multiple=2, worker=(i, 2)).iterate(), 5)
+    whole = take(batches(store, batch_size_multiple=2).iterate(), 40)
+    shares = [take(batches(store, batch_size_multiple=2, worker=(i, 2)).iterate(), 40)
               for i in range(2)]
     for step, (_, labels) in enumerate(whole):
         width = labels.shape[1]  # a share pads to its own longest

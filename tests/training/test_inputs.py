@@ -46,9 +46,11 @@ def tensorflow_batches(data_dir, start, count):
 
 
 def assert_equal_but_padding(jax_ids, ids):
-    """JAX pads to the bucket's longest length, TensorFlow to the batch's longest."""
-    np.testing.assert_array_equal(jax_ids[:, :ids.shape[1]], ids)
-    assert not jax_ids[:, ids.shape[1]:].any()
+    """JAX pads to the bucket's longest length and batch size, TensorFlow to the batch's
+    longest length and pairs."""
+    rows, width = ids.shape
+    np.testing.assert_array_equal(jax_ids[:rows, :width], ids)
+    assert not jax_ids[rows:].any() and not jax_ids[:, width:].any()
 
 
 def test_a_run_started_at_any_step_gets_the_uninterrupted_runs_batches(tiny_data_dir):
