@@ -227,8 +227,8 @@ class TokenStore:
         self.source_ids, self.target_ids = (
             np.memmap(files[side], dtype=dtype, mode="r") if os.path.getsize(files[side])
             else np.zeros(0, dtype) for side in ("source", "target"))
-        self.source_lengths = np.diff(self.index[:, 0])
-        self.target_lengths = np.diff(self.index[:, 1])
+        self.source_lengths = np.diff(self.index[:, 0]).astype(np.int32)
+        self.target_lengths = np.diff(self.index[:, 1]).astype(np.int32)
 
     def __len__(self):
         return len(self.index) - 1
