@@ -130,7 +130,9 @@ def _add_train(subparsers):
         "train",
         help="train (or resume) a model on a prepared data folder",
         description=(
-            "Train on DIR/train.tsv with DIR/tokenizer.model; MODEL_DIR receives model.keras, "
+            "Train on DIR's tokenized train split (written by `prepare`; a folder holding only "
+            "TSV files is tokenized first) with DIR/tokenizer.model; MODEL_DIR receives "
+            "model.keras, "
             "tokenizer.model, config.json, checkpoints/, backup/ (resume), logs/ "
             "(TensorBoard) and history.csv. Running it again resumes from backup/ with the "
             "settings saved in config.json; a flag that contradicts one of them stops "

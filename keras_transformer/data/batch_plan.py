@@ -23,9 +23,9 @@ import numpy as np
 from keras_transformer.data.batching import (
     LONG_SEQUENCES,
     _longest_lengths,
+    teacher_forcing_batch,
     token_budget_batch_sizes,
 )
-from keras_transformer.special_tokens import END_ID, PAD_ID, START_ID
 from keras_transformer.validation import check_choice
 
 
@@ -104,9 +104,8 @@ class StoreBatches:
     """Padded training batches read from a `TokenStore` as a `BatchPlan` orders them.
 
     Each batch is `({"encoder_token_ids": (B, S), "decoder_token_ids": (B, T)},
-    labels (B, T))`, int32: encoder input = source pieces + `END_ID`, decoder input =
-    `START_ID` + target pieces, labels = target pieces + `END_ID` (the teacher-forcing
-    shift of `keras_transformer.data.pipeline.teacher_forcing`).
+    labels (B, T))`, int32, from `teacher_forcing_batch`: encoder input = source pieces +
+    `END_ID`, decoder input = `START_ID` + target pieces, labels = target pieces + `END_ID`.
 
     Args:
         store: a `TokenStore`.
@@ -143,8 +142,10 @@ class StoreBatches:
                  pad_to_bucket=False, sentences_only=False, worker=(0, 1)):
         check_choice("long_sequences", long_sequences, LONG_SEQUENCES)
         if not len(store):
-            raise ValueError("The split holds no pairs: nothing to batch. Prepare the data "
-                             "folder with more pairs (see `keras-transformer prepare`).")
+            raise ValueError(
+                f"The {store.split} split of `{store.data_dir}` holds no pairs: nothing to "
+                f"batch. Prepare the folder again with more pairs (for validation: "
+                f"--validation-source and --validation-target, or --held-out-pairs).")
         self.store = store
         self.limit = max_sequence_length - 1
         source, target = store.source_lengths, store.target_lengths
@@ -187,21 +188,10 @@ class StoreBatches:
         index, count = self.worker
         share = self._rows(len(rows), bucket) // count
         pairs = self.pairs[rows[index * share:(index + 1) * share]]
-        sources = [self.store.source(i)[:self.limit] for i in pairs]
-        targets = [self.store.target(i)[:self.limit] for i in pairs]
-        width = self.plan.longest[bucket] if self.pad_to_bucket else 1 + max(
-            [len(row) for row in sources + targets], default=0)
-        encoder = np.full((share, width), PAD_ID, "int32")
-        decoder = np.full((share, width), PAD_ID, "int32")
-        labels = np.full((share, width), PAD_ID, "int32")
-        decoder[:len(pairs), 0] = START_ID
-        for row, (source, target) in enumerate(zip(sources, targets, strict=True)):
-            encoder[row, :len(source)] = source
-            encoder[row, len(source)] = END_ID
-            decoder[row, 1:len(target) + 1] = target
-            labels[row, :len(target)] = target
-            labels[row, len(target)] = END_ID
-        return {"encoder_token_ids": encoder, "decoder_token_ids": decoder}, labels
+        return teacher_forcing_batch(
+            [self.store.source(i)[:self.limit] for i in pairs],
+            [self.store.target(i)[:self.limit] for i in pairs], rows=share,
+            width=self.plan.longest[bucket] if self.pad_to_bucket else None)
 
     def iterate(self, start_step=0, epochs=None):
         """Batches from step `start_step` on, forever or for `epochs` epochs in all.
@@ -223,13 +213,13 @@ class StoreBatches:
         target = np.minimum(self.store.target_lengths[self.pairs], self.limit) + 1
         totals = dict(batches=0, sentences=0, real_tokens=0, tokens=0, largest_side_tokens=0)
         for rows, bucket in self.plan.epoch(epoch):
-            width = self.plan.longest[bucket] if self.pad_to_bucket else int(
-                max(source[rows].max(), target[rows].max()))
-            padded = self._rows(len(rows), bucket) * width
+            widths = [self.plan.longest[bucket]] * 2 if self.pad_to_bucket else [
+                int(source[rows].max()), int(target[rows].max())]
+            padded = [self._rows(len(rows), bucket) * width for width in widths]
             totals["batches"] += 1
             totals["sentences"] += len(rows)
             totals["real_tokens"] += int(source[rows].sum() + target[rows].sum())
-            totals["tokens"] += 2 * padded
-            totals["largest_side_tokens"] = max(totals["largest_side_tokens"], padded)
+            totals["tokens"] += sum(padded)
+            totals["largest_side_tokens"] = max(totals["largest_side_tokens"], *padded)
         totals["padding_efficiency"] = totals["real_tokens"] / max(totals["tokens"], 1)
         return totals

@@ -4,14 +4,15 @@
 same length buckets, same per-bucket batch sizes, same padding) without `tf.data`:
 examples stream in (shuffled), each joins the bucket of its length, and a bucket is
 emitted as a batch when it holds its batch size; at the end of a pass the partial
-buckets are emitted too. `keras-transformer train` uses it under `KERAS_BACKEND=jax`
-and `torch`. Only the order of the shuffle differs from `tf.data`'s.
+buckets are emitted too. It is for string pairs held in memory and your own code
+(`keras-transformer train` reads the tokenized splits with `StoreBatches`). Only the
+order of the shuffle differs from `tf.data`'s.
 """
 
 import keras
 import numpy as np
 
-from keras_transformer.special_tokens import PAD_ID, START_ID, with_end
+from keras_transformer.special_tokens import END_ID, PAD_ID, START_ID
 from keras_transformer.validation import check_choice, check_positive_int
 
 LONG_SEQUENCES = ("drop", "truncate")
@@ -73,12 +74,42 @@ def _longest_lengths(boundaries, max_sequence_length):
     return [boundary - 1 for boundary in boundaries] + [max_sequence_length]
 
 
-def _pad(rows, length=None):
-    length = max(len(row) for row in rows) if length is None else length
-    batch = np.full((len(rows), length), PAD_ID, "int32")
-    for i, row in enumerate(rows):
-        batch[i, : len(row)] = row
-    return batch
+def teacher_forcing_batch(sources, targets, rows=None, width=None):
+    """A padded batch of the teacher-forcing shift, in NumPy (the shift of
+    `keras_transformer.data.pipeline.teacher_forcing`).
+
+    Args:
+        sources: list of source piece sequences (lists or 1-D arrays), no special ids.
+        targets: list of target piece sequences, as long as `sources`.
+        rows: int. Rows of the batch, at least `len(sources)`; the rest are padding.
+        width: int. Columns of all three arrays; by default each array is as wide as
+            its longest sequence (special id included), as `tf.data` pads.
+
+    Returns:
+        `({"encoder_token_ids": (B, S), "decoder_token_ids": (B, T)}, labels (B, T))`.
+
+    Example:
+    >>> features, labels = teacher_forcing_batch([[7, 8]], [[9]], rows=2)
+    >>> features["encoder_token_ids"].tolist(), features["decoder_token_ids"].tolist()
+    ([[7, 8, 3], [0, 0, 0]], [[2, 9], [0, 0]])
+    >>> labels.tolist()
+    [[9, 3], [0, 0]]
+    """
+    rows = len(sources) if rows is None else rows
+
+    def padding(sequences):
+        longest = 1 + max((len(sequence) for sequence in sequences), default=0)
+        return np.full((rows, longest if width is None else width), PAD_ID, "int32")
+
+    encoder, decoder, labels = padding(sources), padding(targets), padding(targets)
+    decoder[:len(targets), 0] = START_ID
+    for row, (source, target) in enumerate(zip(sources, targets, strict=True)):
+        encoder[row, :len(source)] = source
+        encoder[row, len(source)] = END_ID
+        decoder[row, 1:len(target) + 1] = target
+        labels[row, :len(target)] = target
+        labels[row, len(target)] = END_ID
+    return {"encoder_token_ids": encoder, "decoder_token_ids": decoder}, labels
 
 
 class NumpyBatches:
@@ -134,24 +165,22 @@ class NumpyBatches:
         for source, target in zip(sources, targets, strict=True):
             if long_sequences == "drop" and (len(source) > limit or len(target) > limit):
                 continue
-            self.examples.append((with_end(source, max_sequence_length), target[:limit]))
+            self.examples.append((source[:limit], target[:limit]))
         self.shuffle, self.seed, self.repeat = shuffle, seed, repeat
         self.multiple = batch_size_multiple
         self.longest = _longest_lengths(self.boundaries, max_sequence_length)
         self.pad_to_bucket = pad_to_bucket
 
     def _bucket(self, example):
-        length = max(len(example[0]), len(example[1]) + 1)  # + 1: the start or end id
+        length = max(len(example[0]), len(example[1])) + 1  # + 1: the start or end id
         return int(np.searchsorted(self.boundaries, length, side="right"))
 
     def _batch(self, examples, bucket):
         size = len(examples) // self.multiple * self.multiple
         examples = examples[:size]
-        length = self.longest[bucket] if self.pad_to_bucket else None
-        encoder = _pad([source for source, _ in examples], length)
-        decoder = _pad([[START_ID] + target for _, target in examples], length)
-        labels = _pad([with_end(target) for _, target in examples], length)
-        return {"encoder_token_ids": encoder, "decoder_token_ids": decoder}, labels
+        width = self.longest[bucket] if self.pad_to_bucket else None
+        return teacher_forcing_batch([source for source, _ in examples],
+                                     [target for _, target in examples], width=width)
 
     def __iter__(self):
         rng = np.random.default_rng(self.seed)

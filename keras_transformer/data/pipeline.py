@@ -295,7 +295,7 @@ def store_dataset(batches, start_step=0, epochs=None, parts=1):
     ...                        max_sequence_length=16)
     >>> dataset = store_dataset(batches, epochs=1)
     >>> int(dataset.cardinality()), next(iter(dataset))[1].shape
-    (1, TensorShape([4, 5]))
+    (1, TensorShape([4, 4]))
     """
     ids = tf.TensorSpec((None, None), tf.int32)
     signature = ({"encoder_token_ids": ids, "decoder_token_ids": ids}, ids)

@@ -24,6 +24,7 @@ Memory stays bounded by the tokenizer's sample, the duplicate filter (an 8-byte 
 pair, about 80 bytes as a Python set) and the token index (16 bytes a pair).
 """
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -42,7 +43,6 @@ from keras_transformer.data.sources import (
     InputReport,
     ParallelFiles,
     TsvFile,
-    count_lines,
 )
 from keras_transformer.data.split import sentence_pairs_only, split_pairs
 from keras_transformer.data.token_store import (
@@ -53,7 +53,7 @@ from keras_transformer.data.token_store import (
     write_split,
 )
 from keras_transformer.data.tokenizer import train_tokenizer
-from keras_transformer.folders import REPORT_FILE, TOKENIZER_FILE, TRAIN_FILE
+from keras_transformer.folders import REPORT_FILE, TOKENIZER_FILE, TOKENS_FILE, TRAIN_FILE
 from keras_transformer.special_tokens import UNK_ID
 
 logger = logging.getLogger(__name__)
@@ -121,6 +121,9 @@ def prepare(
     (1, ['report.json', 'test.index.npy', 'test.sentences.npy', 'test.source.bin'])
     """
     cleaning = CleaningRules() if cleaning is None else cleaning
+    if reverse and not tsv and corpus is None and parallel:
+        logger.warning("--reverse swaps the sides of --tsv and --corpus input only; for "
+                       "aligned files, swap --source and --target instead.")
     inputs = [ParallelFiles(*files) for files in parallel] + [TsvFile(path, reverse)
                                                                for path in tsv]
     if corpus is not None or not inputs:
@@ -130,7 +133,12 @@ def prepare(
         if files is not None and len(files) != 2:
             raise ValueError(f"`{name}` must be `(source_file, target_file)`. "
                              f"Received: {name}={files!r}")
+    if held_out_pairs < 0:
+        raise ValueError("`held_out_pairs` (--held-out-pairs) must be 0 or more. "
+                         f"Received: held_out_pairs={held_out_pairs}")
     os.makedirs(output_dir, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):  # its token files are stale from here on
+        os.remove(os.path.join(output_dir, TOKENS_FILE))
     writer = _SplitWriter(output_dir, held_out_pairs, cleaning, seed, input_sentence_size)
     try:
         reports = _read_inputs(writer, inputs, given, held_out_pairs, progress)
@@ -142,6 +150,11 @@ def prepare(
         raise ValueError(
             f"No training pair is left in {', '.join(source.name for source in inputs)}: "
             f"{writer.dropped_summary()}. Check the files and their format.")
+    if not counts["validation"]:
+        logger.warning(
+            "The validation split is empty, and `train` validates on it: give validation "
+            "files (--validation-source and --validation-target), or let the hash split "
+            "hold out pairs (--held-out-pairs, now %d).", held_out_pairs)
 
     start = time.perf_counter()
     tokenizer = train_tokenizer(writer.sample, os.path.join(output_dir, TOKENIZER_FILE),
@@ -153,7 +166,7 @@ def prepare(
     for name in SPLITS:
         path = os.path.join(output_dir, f"{name}.tsv")
         tokens[name] = write_split(output_dir, name, _tsv_pairs(path), tokenizer,
-                                   progress=progress, total=counts[name])
+                                   progress=progress, total=counts[name], reverse=reverse)
     manifest = write_manifest(output_dir, tokens, tokenizer)
     report = {
         "corpus": next((source.path for source in inputs if isinstance(source, DingFile)),
@@ -181,12 +194,14 @@ def _read_inputs(writer, inputs, given, held_out_pairs, progress):
     for name, files in given.items():
         if files is not None:
             report = InputReport(f"{name}: {files[0]} + {files[1]}")
-            for source, target in ParallelFiles(*files).pairs(report):
+            held_out = ParallelFiles(*files)
+            held_out.count_lines()  # stops on files of different lengths
+            for source, target in held_out.pairs(report):
                 writer.add_given(name, source, target)
             reports.append(report)
-    lines = {source: count_lines(source.source if isinstance(source, ParallelFiles)
-                                 else source.path)
-             for source in inputs if not isinstance(source, DingFile)}
+            _warn_problems(report)
+    lines = {source: source.count_lines() for source in inputs
+             if not isinstance(source, DingFile)}
     if not all(given.values()) and held_out_pairs > 0 and sum(lines.values()):
         writer.rate = min(MAX_HELD_OUT_SHARE, held_out_pairs / sum(lines.values()))
     for source in inputs:
@@ -233,6 +248,7 @@ class _SplitWriter:
         self.dropped = dict.fromkeys(_DROPPED, 0)
         self.given = set()
         self.held_out_sources = {"validation": set(), "test": set()}
+        self.ruled_train_sources = set()  # Ding's training sources: never hash-held-out
         self.seen = set()
         self.cap, self.cleaning, self.rate = held_out_pairs, cleaning, 0.0
         self.sample, self.sample_size, self.texts = [], sample_size, 0
@@ -258,10 +274,15 @@ class _SplitWriter:
             self.dropped["duplicate"] += 1
             return
         self.seen.add(key)
-        if split is None:
+        ruled = split is not None
+        if not ruled:
             split = self._hash_split(source)
         if split != "train" and split in self.given:
             split = "train"
+        if ruled and split == "train":
+            self.ruled_train_sources.add(source)
+        elif ruled and split is not None:
+            self.held_out_sources[split].add(source)
         if split == "train":
             if any(source in held_out for held_out in self.held_out_sources.values()):
                 self.dropped["held_out_overlap"] += 1
@@ -278,7 +299,7 @@ class _SplitWriter:
         share = int(hashlib.md5(source.encode()).hexdigest()[:12], 16) / 16**12
         split = "test" if share < self.rate else "validation" if share < 2 * self.rate else (
             "train")
-        if split == "train" or split in self.given:
+        if split == "train" or split in self.given or source in self.ruled_train_sources:
             return "train"
         if self.counts[split] >= self.cap:
             if source in self.held_out_sources[split]:

@@ -44,11 +44,12 @@ class CleaningRules:
 
     def __post_init__(self):
         if not 1 <= self.min_words <= self.max_words:
-            raise ValueError(f"`min_words` ({self.min_words}) must be at least 1 and at most "
-                             f"`max_words` ({self.max_words}).")
+            raise ValueError(f"`min_words` (--min-words) must be at least 1 and at most "
+                             f"`max_words` (--max-words). Received: min_words="
+                             f"{self.min_words}, max_words={self.max_words}")
         if self.max_length_ratio < 1:
-            raise ValueError("`max_length_ratio` must be at least 1. Received: "
-                             f"max_length_ratio={self.max_length_ratio}")
+            raise ValueError("`max_length_ratio` (--max-length-ratio) must be at least 1. "
+                             f"Received: max_length_ratio={self.max_length_ratio}")
 
     def reject(self, source, target):
         """Why a pair is dropped (`"empty"`, `"too_short"`, `"too_long"`, `"ratio"`), or
@@ -113,6 +114,13 @@ class ParallelFiles:
     def name(self):
         return f"{self.source} + {self.target}"
 
+    def count_lines(self):
+        """The number of lines of each file; a `ValueError` naming both if they differ."""
+        counts = count_lines(self.source), count_lines(self.target)
+        if counts[0] != counts[1]:
+            self._mismatch(self.source, self.target, *counts)
+        return counts[0]
+
     def pairs(self, report):
         """Yields `(source, target)`; raises `ValueError` if the files differ in length."""
         source_path, target_path = _fetch(self.source, None), _fetch(self.target, None)
@@ -121,9 +129,12 @@ class ParallelFiles:
             lines = itertools.zip_longest(_decoded(sources, report),
                                           _decoded(targets, report))
             for source, target in lines:
-                if source is None or target is None:
-                    self._mismatch(source_path, target_path, report.lines, source is None,
-                                   sources if source is None else targets)
+                if source is None or target is None:  # a file changed since it was counted
+                    rest = 1 + sum(1 for _ in (sources if source is None else targets))
+                    common = report.lines
+                    self._mismatch(source_path, target_path,
+                                   *((common, common + rest) if source is None
+                                     else (common + rest, common)))
                 report.lines += 1
                 if source[1] is None or target[1] is None:
                     continue
@@ -131,13 +142,11 @@ class ParallelFiles:
                 yield source[1].strip(), target[1].strip()
 
     @staticmethod
-    def _mismatch(source_path, target_path, common, source_ended, longer):
-        rest = 1 + sum(1 for _ in longer)
-        counts = (common, common + rest) if source_ended else (common + rest, common)
+    def _mismatch(source_path, target_path, source_lines, target_lines):
         raise ValueError(
             f"The aligned files must have the same number of lines (one sentence a line), "
-            f"but `{source_path}` has {counts[0]} lines and `{target_path}` has "
-            f"{counts[1]}. Check that --source and --target belong together.")
+            f"but `{source_path}` has {source_lines} lines and `{target_path}` has "
+            f"{target_lines}. Check that --source and --target belong together.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,6 +159,9 @@ class TsvFile:
     @property
     def name(self):
         return self.path
+
+    def count_lines(self):
+        return count_lines(self.path)
 
     def pairs(self, report):
         """Yields `(source, target)`; lines without exactly one tab are skipped."""

@@ -23,12 +23,13 @@ import itertools
 import json
 import os
 import sys
+import uuid
 
 import numpy as np
 import tqdm
 
 from keras_transformer.data.split import is_sentence_pair
-from keras_transformer.folders import TOKENIZER_FILE, TOKENS_FILE
+from keras_transformer.folders import REPORT_FILE, TOKENIZER_FILE, TOKENS_FILE
 
 _SUFFIXES = {"source": ".source.bin", "target": ".target.bin", "index": ".index.npy",
              "sentences": ".sentences.npy"}
@@ -64,7 +65,7 @@ def file_md5(path):
 
 
 def write_split(data_dir, split, pairs, tokenizer, chunk_size=20_000, progress=False,
-                total=None):
+                total=None, reverse=False):
     """Tokenizes `pairs` and writes them as the token files of `split`.
 
     Args:
@@ -75,6 +76,8 @@ def write_split(data_dir, split, pairs, tokenizer, chunk_size=20_000, progress=F
         chunk_size: int. Pairs tokenized per call.
         progress: bool. Show a progress bar on stderr.
         total: int or `None`. The number of pairs, for the progress bar.
+        reverse: bool. The pairs are `(english, german)`: `is_sentence_pair`, which
+            reads the German side first, gets them swapped back.
 
     Returns:
         Dict with `pairs`, `source_tokens` and `target_tokens`.
@@ -87,11 +90,26 @@ def write_split(data_dir, split, pairs, tokenizer, chunk_size=20_000, progress=F
     >>> write_split(folder, "test", [("Guten Tag.", "Good day.")], tokenizer)["pairs"]
     1
     """
-    dtype = token_dtype(tokenizer.vocabulary_size)
     files = store_files(data_dir, split)
-    # A name of this process's own: several workers may tokenize a shared folder at once
+    # Names of this writer's own: several workers may tokenize a shared folder at once
     # (they write the same bytes, and each rename is atomic).
-    partial = {role: f"{path}.partial-{os.getpid()}" for role, path in files.items()}
+    unique = uuid.uuid4().hex
+    partial = {role: f"{path}.partial-{unique}" for role, path in files.items()}
+    try:
+        counts = _write_partial(partial, pairs, tokenizer, split, chunk_size, progress, total,
+                                reverse)
+    except BaseException:
+        for path in partial.values():
+            if os.path.exists(path):
+                os.remove(path)
+        raise
+    for role in files:
+        os.replace(partial[role], files[role])
+    return counts
+
+
+def _write_partial(partial, pairs, tokenizer, split, chunk_size, progress, total, reverse):
+    dtype = token_dtype(tokenizer.vocabulary_size)
     offsets, flags = [np.zeros((1, 2), "int64")], []
     counts = np.zeros(2, "int64")
     bar = tqdm.tqdm(total=total, desc=f"Tokenizing {split}", unit=" pairs", file=sys.stderr,
@@ -108,43 +126,55 @@ def write_split(data_dir, split, pairs, tokenizer, chunk_size=20_000, progress=F
                 flat.tofile(handle)
             offsets.append(counts + np.cumsum(lengths, axis=0))
             counts += lengths.sum(axis=0)
-            flags.append(np.fromiter((is_sentence_pair(*pair) for pair in chunk), bool,
-                                     count=len(chunk)))
+            flags.append(np.fromiter((is_sentence_pair(*(pair[::-1] if reverse else pair))
+                                      for pair in chunk), bool, count=len(chunk)))
             bar.update(len(chunk))
     bar.close()
     index = np.concatenate(offsets)
     for role, array in (("index", index), ("sentences", np.concatenate(flags or [[]]))):
         with open(partial[role], "wb") as file:
             np.save(file, array.astype(bool) if role == "sentences" else array)
-    for role in files:
-        os.replace(partial[role], files[role])
     return {"pairs": len(index) - 1, "source_tokens": int(counts[0]),
             "target_tokens": int(counts[1])}
 
 
 def write_manifest(data_dir, splits, tokenizer):
-    """Writes `tokens.json`: the dtype, each split's counts and the tokenizer's MD5."""
+    """Writes `tokens.json`: the dtype, each split's counts, the tokenizer's MD5 and the
+    size and modification time of each split's TSV file (the text the ids came from)."""
     manifest = {"dtype": token_dtype(tokenizer.vocabulary_size),
                 "vocabulary_size": tokenizer.vocabulary_size,
                 "tokenizer_md5": file_md5(os.path.join(data_dir, TOKENIZER_FILE)),
+                "texts": _text_stamps(data_dir),
                 "splits": splits}
     path = os.path.join(data_dir, TOKENS_FILE)
-    partial = f"{path}.partial-{os.getpid()}"
+    partial = f"{path}.partial-{uuid.uuid4().hex}"
     with open(partial, "w", encoding="utf-8") as file:
         json.dump(manifest, file, indent=2)
     os.replace(partial, path)
     return manifest
 
 
+def _text_stamps(data_dir):
+    stamps = {}
+    for split in ("train", "validation", "test"):
+        path = os.path.join(data_dir, f"{split}.tsv")
+        if os.path.isfile(path):
+            status = os.stat(path)
+            stamps[split] = [status.st_size, status.st_mtime_ns]
+    return stamps
+
+
 def read_manifest(data_dir):
-    """`tokens.json` of a data folder, or `None` where it is missing or was written with
-    another `tokenizer.model` (its token files are then stale)."""
+    """`tokens.json` of a data folder, or `None` where it is missing or stale: written with
+    another `tokenizer.model`, or before a split's TSV file changed."""
     try:
         with open(os.path.join(data_dir, TOKENS_FILE), encoding="utf-8") as file:
             manifest = json.load(file)
     except (OSError, ValueError):
         return None
     if manifest.get("tokenizer_md5") != file_md5(os.path.join(data_dir, TOKENIZER_FILE)):
+        return None
+    if manifest.get("texts") != _text_stamps(data_dir):
         return None
     return manifest
 
@@ -170,12 +200,17 @@ def tokenize_folder(data_dir, progress=False):
     from keras_transformer.data.tokenizer import Tokenizer
 
     tokenizer = Tokenizer.from_file(os.path.join(data_dir, TOKENIZER_FILE))
+    try:  # whether `prepare` swapped the sides (for the sentence-pair flags)
+        with open(os.path.join(data_dir, REPORT_FILE), encoding="utf-8") as file:
+            reverse = bool(json.load(file).get("reverse"))
+    except (OSError, ValueError):
+        reverse = False
     splits = {}
     for split in ("train", "validation", "test"):
         path = os.path.join(data_dir, f"{split}.tsv")
         if os.path.isfile(path):
             splits[split] = write_split(data_dir, split, _tsv_pairs(path), tokenizer,
-                                        progress=progress)
+                                        progress=progress, reverse=reverse)
     return write_manifest(data_dir, splits, tokenizer)
 
 
@@ -221,6 +256,7 @@ class TokenStore:
                     f"`{path}` is missing: the data folder `{data_dir}` has no tokenized "
                     f"`{split}` split. Run `keras-transformer prepare --output {data_dir}` "
                     "again (or pass a folder it wrote).")
+        self.data_dir, self.split = data_dir, split
         self.index = np.load(files["index"])
         self.sentences = np.load(files["sentences"])
         # An empty file cannot be memory-mapped.

@@ -7,7 +7,9 @@ each step it reduces the scalar logs with `axis=0`, which fails for scalars.
 `fit_with_custom_loop` trains the same compiled model with `strategy.run`:
 
 - `strategy.experimental_distribute_dataset` splits each global batch between replicas
-  (every worker builds the same seeded batch stream and keeps its own part);
+  (every worker builds the same seeded batch stream and keeps its own part), or, given a
+  function of the input context, `strategy.distribute_datasets_from_function` lets each
+  worker read only its own part (as `train` does);
 - the loss is the label-smoothed cross-entropy of `compile_transformer`, averaged over the
   real tokens of the *global* batch: each replica divides its sum by the all-reduced
   token count and the optimizer sums the replicas' gradients, so a step equals one

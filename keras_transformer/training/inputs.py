@@ -4,9 +4,9 @@ Training batches are read from the tokenized splits on disk (`TokenStore`) in th
 `StoreBatches` plans, so TensorFlow (`tf.data`, `store_dataset`), JAX and PyTorch (NumPy)
 see the same pairs in the same batches in the same order. A run that starts at step `s`
 computes where its batches begin from `s` alone; nothing before it is read or replayed.
-TensorFlow pads a batch to its longest sequence; JAX and PyTorch pad it to its length
-bucket's longest, so `jax.jit` compiles one train step a bucket. Several workers each
-read their own share of every global batch.
+TensorFlow and PyTorch pad a batch to its longest sequence; JAX pads it to its length
+bucket's longest length and batch size (with rows of padding), so `jax.jit` compiles one
+train step a bucket. Several workers each read their own share of every global batch.
 """
 
 import dataclasses
@@ -70,7 +70,7 @@ def training_data(data_dir, config, distribution):
     replicas = distribution.replicas
     batching = dict(tokens_per_batch=config.tokens_per_batch * replicas,
                     max_sequence_length=config.max_sequence_length,
-                    batch_size_multiple=replicas, pad_to_bucket=backend() != "tensorflow")
+                    batch_size_multiple=replicas, pad_to_bucket=backend() == "jax")
     train_store = TokenStore(data_dir, "train", dtype)
     validation_store = TokenStore(data_dir, "validation", dtype)
 

@@ -103,13 +103,18 @@ def test_reverse_swaps_tsv_and_ding_sides(tmp_path):
     tsv = write_lines(tmp_path / "de-en.tsv", [f"{de}\t{en}" for en, de in pairs])
     assert prepare(tmp_path / "tsv", "--tsv", tsv, "--reverse") == 0
     assert set(load_tsv(tmp_path / "tsv" / "train.tsv")) <= set(pairs)
-    ding = write_lines(tmp_path / "ding", [f"{de} :: {en}" for en, de in pairs])
+    # Sentence pairs by the German side only (the English has two words).
+    short = [f"Es regnet heute {word}. :: It rains." for word in ("sehr", "viel", "oft")]
+    ding = write_lines(tmp_path / "ding", [f"{de} :: {en}" for en, de in pairs] + short)
     assert prepare(tmp_path / "forward", "--corpus", ding) == 0
     assert prepare(tmp_path / "reverse", "--corpus", ding, "--reverse") == 0
     for split in ("train", "validation", "test"):  # the project's split, by the German side
         forward = load_tsv(tmp_path / "forward" / f"{split}.tsv")
         reverse = load_tsv(tmp_path / "reverse" / f"{split}.tsv")
         assert reverse == [(en, de) for de, en in forward]
+        # `train --sentences-only` keeps the same pairs in either direction.
+        np.testing.assert_array_equal(np.load(tmp_path / "reverse" / f"{split}.sentences.npy"),
+                                      np.load(tmp_path / "forward" / f"{split}.sentences.npy"))
 
 
 def test_the_hash_split_is_stable_bounded_and_disjoint(tmp_path):
@@ -187,3 +192,55 @@ def test_padding_report_comes_from_the_training_batches(tmp_path):
     assert padding["bucketed"]["padding_efficiency"] > padding["naive"]["padding_efficiency"]
     lengths = np.diff(np.load(tmp_path / "data" / "train.index.npy"), axis=0)
     assert padding["bucketed"]["real_tokens"] == int(lengths.sum() + 2 * len(lengths))
+
+
+def test_no_held_out_source_trains_when_ding_and_other_corpora_mix(tmp_path):
+    ding_pairs = [(f"{de} ist hier.", f"{en} is here.") for en, de in
+                  [(en[:-1], de[:-1]) for en, de in english_german(150)]]
+    ding = write_lines(tmp_path / "ding", [f"{de} :: {en}" for de, en in ding_pairs])
+    # The TSV repeats every Ding German side with another translation.
+    tsv = write_lines(tmp_path / "more.tsv", [f"{de}\tAnother {en}" for de, en in ding_pairs])
+    output = tmp_path / "data"
+    assert prepare(output, "--corpus", ding, "--tsv", tsv, "--held-out-pairs", "20") == 0
+    held_out = {de for split in ("validation", "test")
+                for de, _ in load_tsv(output / f"{split}.tsv")}
+    assert held_out
+    assert not held_out & {de for de, _ in load_tsv(output / "train.tsv")}
+    assert report_of(output)["pairs"]["held_out_overlap_dropped"] > 0
+
+
+def test_mismatched_files_stop_before_any_split_file_is_written(tmp_path):
+    source = write_lines(tmp_path / "train.en", ["One.", "Two.", "Three."])
+    target = write_lines(tmp_path / "train.de", ["Eins.", "Zwei."])
+    assert prepare(tmp_path / "data", "--source", source, "--target", target) == 2
+    assert os.listdir(tmp_path / "data") == []
+
+
+def test_token_files_follow_the_text_they_came_from(tmp_path):
+    from keras_transformer.data import tokenize_folder
+
+    source, target = write_aligned(tmp_path, "train", english_german(100))
+    output = tmp_path / "data"
+    assert prepare(output, "--source", source, "--target", target) == 0
+    before = tokenize_folder(str(output))["splits"]["train"]["pairs"]
+    with open(output / "train.tsv", "a", encoding="utf-8") as file:
+        file.write("The dog sleeps here.\tDer Hund schläft hier.\n")
+    assert tokenize_folder(str(output))["splits"]["train"]["pairs"] == before + 1
+
+
+def test_an_empty_validation_split_is_named_with_its_fix_when_training(tmp_path, caplog):
+    from keras_transformer.data.batch_plan import StoreBatches
+    from keras_transformer.data.token_store import read_manifest
+
+    source, target = write_aligned(tmp_path, "train", english_german(50))
+    output = tmp_path / "data"
+    with caplog.at_level(logging.WARNING):
+        assert prepare(output, "--source", source, "--target", target,
+                       "--held-out-pairs", "0") == 0
+    assert "validation split is empty" in caplog.text
+    store = TokenStore(str(output), "validation", read_manifest(str(output))["dtype"])
+    with pytest.raises(ValueError, match="validation split of .* holds no pairs.*"
+                                         "--validation-source"):
+        StoreBatches(store)
+    assert prepare(tmp_path / "other", "--source", source, "--target", target,
+                   "--held-out-pairs", "-1") == 2
