@@ -216,7 +216,22 @@ def load_tsv(path, cache_dir=None):
     [('Guten Morgen.', 'Good morning.')]
     """
     path = _fetch(path, cache_dir)
-    pairs = []
+    pairs = list(iter_tsv(path))
+    _check_not_empty(pairs, path, "tab-separated pairs")
+    return pairs
+
+
+def iter_tsv(path):
+    """Yields the `(source, target)` pairs of a local TSV file one at a time, as
+    `load_tsv` reads them (blank lines skipped, any other line two fields).
+
+    Example:
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "pairs.tsv")
+    >>> write_tsv(path, [("Danke.", "Thanks.")])
+    >>> list(iter_tsv(path))
+    [('Danke.', 'Thanks.')]
+    """
     with _open_text(path) as file:
         for number, line in enumerate(file, start=1):
             line = line.rstrip("\r\n")
@@ -229,9 +244,7 @@ def load_tsv(path, cache_dir=None):
                     f"(source<TAB>target), but it holds {len(fields)}. "
                     f"Received: {line[:80]!r}"
                 )
-            pairs.append((fields[0].strip(), fields[1].strip()))
-    _check_not_empty(pairs, path, "tab-separated pairs")
-    return pairs
+            yield fields[0].strip(), fields[1].strip()
 
 
 def write_tsv(path, pairs: Iterable):

@@ -36,7 +36,7 @@ import time
 import numpy as np
 import tqdm
 
-from keras_transformer.data.corpora import _SPACES, default_ding_path, load_tsv
+from keras_transformer.data.corpora import _SPACES, default_ding_path, iter_tsv, load_tsv
 from keras_transformer.data.sources import (
     CleaningRules,
     DingFile,
@@ -47,7 +47,6 @@ from keras_transformer.data.sources import (
 from keras_transformer.data.split import sentence_pairs_only, split_pairs
 from keras_transformer.data.token_store import (
     TokenStore,
-    _tsv_pairs,
     store_files,
     write_manifest,
     write_split,
@@ -165,7 +164,7 @@ def prepare(
     tokens = {}
     for name in SPLITS:
         path = os.path.join(output_dir, f"{name}.tsv")
-        tokens[name] = write_split(output_dir, name, _tsv_pairs(path), tokenizer,
+        tokens[name] = write_split(output_dir, name, iter_tsv(path), tokenizer,
                                    progress=progress, total=counts[name], reverse=reverse)
     manifest = write_manifest(output_dir, tokens, tokenizer)
     report = {

@@ -28,6 +28,7 @@ import uuid
 import numpy as np
 import tqdm
 
+from keras_transformer.data.corpora import iter_tsv
 from keras_transformer.data.split import is_sentence_pair
 from keras_transformer.folders import REPORT_FILE, TOKENIZER_FILE, TOKENS_FILE
 
@@ -209,22 +210,9 @@ def tokenize_folder(data_dir, progress=False):
     for split in ("train", "validation", "test"):
         path = os.path.join(data_dir, f"{split}.tsv")
         if os.path.isfile(path):
-            splits[split] = write_split(data_dir, split, _tsv_pairs(path), tokenizer,
+            splits[split] = write_split(data_dir, split, iter_tsv(path), tokenizer,
                                         progress=progress, reverse=reverse)
     return write_manifest(data_dir, splits, tokenizer)
-
-
-def _tsv_pairs(path):
-    """`(source, target)` of each line of a TSV file that `prepare` or `write_tsv` wrote."""
-    with open(path, encoding="utf-8") as file:
-        for number, line in enumerate(file, start=1):
-            source, tab, target = line.rstrip("\n").partition("\t")
-            if not line.strip():
-                continue
-            if not tab or "\t" in target:
-                raise ValueError(f"Line {number} of `{path}` must hold two tab-separated "
-                                 f"fields (source<TAB>target). Received: {line[:80]!r}")
-            yield source.strip(), target.strip()
 
 
 class TokenStore:
