@@ -16,8 +16,9 @@ class TokenEmbedding(keras.layers.Layer):
     Section 3.4 of Vaswani et al. (2017): one weight matrix is shared by the encoder
     embedding, the decoder embedding and the pre-softmax linear layer, and embedding
     outputs are multiplied by `sqrt(d_model)`. `call(ids)` embeds; `call(x, reverse=True)`
-    returns float32 logits `x E^T` (no bias, as in the paper). The projection goes
-    through `call` so that functional models track the shared weights.
+    returns float32 logits `x E^T` (no bias, as in the paper; `output_bias=True` adds a
+    fixed bias `(V,)`, as Marian's `final_logits_bias`). The projection goes through
+    `call` so that functional models track the shared weights.
 
     Note: the paper does not give an initializer; weights are drawn from
     `N(0, d_model^-0.5)` so the scaled embeddings have unit variance.
@@ -25,6 +26,8 @@ class TokenEmbedding(keras.layers.Layer):
     Args:
         vocabulary_size: int. Size of the shared vocabulary (V).
         hidden_dim: int. Embedding width (d_model).
+        output_bias: bool. Add a non-trainable bias `(V,)` to the logits (imported
+            Marian models; Hugging Face keeps it out of training too). Defaults to `False`.
 
     Example:
     >>> embedding = TokenEmbedding(vocabulary_size=10, hidden_dim=4)
@@ -34,12 +37,15 @@ class TokenEmbedding(keras.layers.Layer):
     (1, 3, 10)
     """
 
-    def __init__(self, vocabulary_size, hidden_dim, **kwargs):
+    def __init__(self, vocabulary_size, hidden_dim, output_bias=False, **kwargs):
         check_positive_int("vocabulary_size", vocabulary_size)
         check_positive_int("hidden_dim", hidden_dim)
+        if not isinstance(output_bias, bool):
+            raise ValueError(f"`output_bias` must be True or False. Received: {output_bias!r}")
         super().__init__(**kwargs)
         self.vocabulary_size = vocabulary_size
         self.hidden_dim = hidden_dim
+        self.output_bias = output_bias
 
     def build(self, input_shape=None):
         self.embeddings = self.add_weight(
@@ -47,6 +53,12 @@ class TokenEmbedding(keras.layers.Layer):
             shape=(self.vocabulary_size, self.hidden_dim),
             initializer=keras.initializers.RandomNormal(stddev=self.hidden_dim**-0.5),
         )
+        self.logits_bias = None
+        if self.output_bias:
+            self.logits_bias = self.add_weight(
+                name="logits_bias", shape=(self.vocabulary_size,), initializer="zeros",
+                trainable=False,
+            )
         self.built = True
 
     def call(self, inputs, reverse=False):
@@ -56,7 +68,10 @@ class TokenEmbedding(keras.layers.Layer):
             logits = apply_token_wise(
                 lambda tokens: ops.matmul(tokens, ops.transpose(kernel)), hidden_states
             )
-            return ops.cast(logits, "float32")
+            logits = ops.cast(logits, "float32")
+            if self.logits_bias is not None:
+                logits = logits + ops.cast(self.logits_bias, "float32")
+            return logits
         token_ids = inputs
         embedded = ops.take(self.embeddings, ops.cast(token_ids, "int32"), axis=0)
         return ops.multiply(embedded, ops.cast(math.sqrt(self.hidden_dim), embedded.dtype))
@@ -72,5 +87,6 @@ class TokenEmbedding(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"vocabulary_size": self.vocabulary_size, "hidden_dim": self.hidden_dim})
+        config.update({"vocabulary_size": self.vocabulary_size, "hidden_dim": self.hidden_dim,
+                       "output_bias": self.output_bias})
         return config

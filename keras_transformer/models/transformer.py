@@ -8,6 +8,7 @@ from keras_transformer.layers.embedding import TokenEmbedding
 from keras_transformer.layers.encoder import TransformerEncoderBlock
 from keras_transformer.layers.masking import padding_mask
 from keras_transformer.layers.position_embedding import (
+    SINUSOID_LAYOUTS,
     LearnedPositionEmbedding,
     SinusoidalPositionEncoding,
 )
@@ -29,7 +30,7 @@ class Transformer(keras.Model):
     Inputs are a dict of int32 token ids, `encoder_token_ids` `(B, S)` and
     `decoder_token_ids` `(B, T)` (id 0 is padding); the output is float32 `logits`
     `(B, T, V)`. One embedding matrix serves both stacks and the output projection
-    (Section 3.4).
+    (Section 3.4), unless `source_vocabulary_size` gives the encoder its own.
 
     Beside the full forward pass, the same weights serve generation: `encode` runs
     the encoder once, `init_cache` precomputes every cross-attention key/value and
@@ -51,6 +52,17 @@ class Transformer(keras.Model):
         max_sequence_length: int. Longest sequence a learned position embedding
             covers; sinusoids have no limit. Defaults to `1024`.
         layer_norm_epsilon: float. Defaults to `1e-6`.
+        source_vocabulary_size: int or `None`. A separate source embedding of this
+            size for the encoder; the decoder's embedding stays tied to the output
+            projection (Marian models with separate vocabularies). `None` (the
+            paper, the default): one shared embedding.
+        output_bias: bool. A fixed bias on the logits (Marian's `final_logits_bias`).
+            Defaults to `False` (the paper).
+        position_layout: `"interleaved"` (the paper's formula, the default) or
+            `"halves"` (sines then cosines, Marian). Sinusoidal positions only.
+
+    Options beyond the paper exist for imported models (`keras_transformer.importers`):
+    `activation="silu"`, `layer_norm_epsilon=1e-5` and the three above.
 
     Example:
     >>> model = Transformer(vocabulary_size=50, num_layers=1, hidden_dim=16,
@@ -75,6 +87,9 @@ class Transformer(keras.Model):
         position_embedding="sinusoidal",
         max_sequence_length=1024,
         layer_norm_epsilon=1e-6,
+        source_vocabulary_size=None,
+        output_bias=False,
+        position_layout="interleaved",
         dtype=None,
         **kwargs,
     ):
@@ -91,6 +106,9 @@ class Transformer(keras.Model):
         check_rate("dropout", dropout)
         check_rate("attention_dropout", attention_dropout)
         check_choice("position_embedding", position_embedding, POSITION_EMBEDDINGS)
+        check_choice("position_layout", position_layout, SINUSOID_LAYOUTS)
+        if source_vocabulary_size is not None:
+            check_positive_int("source_vocabulary_size", source_vocabulary_size)
 
         # === Layers ===
         # PyTorch modules accept no sub-module attributes before `Model.__init__`, but
@@ -99,13 +117,19 @@ class Transformer(keras.Model):
         # paths in a .keras file.
         layers = {}
         layers["token_embedding"] = TokenEmbedding(
-            vocabulary_size, hidden_dim, dtype=dtype, name="token_embedding"
+            vocabulary_size, hidden_dim, output_bias=output_bias, dtype=dtype,
+            name="token_embedding"
         )
+        layers["source_token_embedding"] = layers["token_embedding"]
+        if source_vocabulary_size is not None:
+            layers["source_token_embedding"] = TokenEmbedding(
+                source_vocabulary_size, hidden_dim, dtype=dtype, name="source_token_embedding"
+            )
 
         def position_layer(name):
             if position_embedding == "learned":
                 return LearnedPositionEmbedding(max_sequence_length, dtype=dtype, name=name)
-            return SinusoidalPositionEncoding(dtype=dtype, name=name)
+            return SinusoidalPositionEncoding(layout=position_layout, dtype=dtype, name=name)
 
         layers["encoder_position_embedding"] = position_layer("encoder_position_embedding")
         layers["decoder_position_embedding"] = position_layer("decoder_position_embedding")
@@ -176,18 +200,23 @@ class Transformer(keras.Model):
         self.position_embedding = position_embedding
         self.max_sequence_length = max_sequence_length
         self.layer_norm_epsilon = layer_norm_epsilon
+        self.source_vocabulary_size = source_vocabulary_size
+        self.output_bias = output_bias
+        self.position_layout = position_layout
 
     # --- the three stages every use shares -------------------------------------
 
-    def _embed(self, token_ids, position_layer, dropout_layer, start_index=0, training=None):
-        x = self.token_embedding(token_ids)
+    def _embed(self, token_ids, position_layer, dropout_layer, start_index=0, training=None,
+               embedding=None):
+        x = (embedding or self.token_embedding)(token_ids)
         x = x + position_layer(x, start_index=start_index)
         return dropout_layer(x, training=training)
 
     def encode(self, encoder_token_ids, training=None):
         """Run the encoder stack: int `(B, S)` -> float `(B, S, D)`."""
         x = self._embed(encoder_token_ids, self.encoder_position_embedding,
-                        self.encoder_embedding_dropout, training=training)
+                        self.encoder_embedding_dropout, training=training,
+                        embedding=self.source_token_embedding)
         mask = padding_mask(encoder_token_ids)
         for block in self.encoder_blocks:
             x = block(x, padding_mask=mask, training=training)
@@ -264,7 +293,8 @@ class Transformer(keras.Model):
         """
         encoder_mask = padding_mask(encoder_token_ids)
         x = self._embed(encoder_token_ids, self.encoder_position_embedding,
-                        self.encoder_embedding_dropout, training=False)
+                        self.encoder_embedding_dropout, training=False,
+                        embedding=self.source_token_embedding)
         weights = {"encoder_self_attention": [], "decoder_self_attention": [],
                    "cross_attention": []}
         for block in self.encoder_blocks:
@@ -315,6 +345,9 @@ class Transformer(keras.Model):
             "position_embedding": self.position_embedding,
             "max_sequence_length": self.max_sequence_length,
             "layer_norm_epsilon": self.layer_norm_epsilon,
+            "source_vocabulary_size": self.source_vocabulary_size,
+            "output_bias": self.output_bias,
+            "position_layout": self.position_layout,
         }
 
     @classmethod
