@@ -12,6 +12,13 @@ become the new live hypotheses. A sentence is done once it has `K` finished
 hypotheses (every beam has finished), or once no live hypothesis can beat the best
 finished one any more: log-probabilities only fall, so a live hypothesis can at most
 reach `log P / lp(max_length)`. With `K = 1` this is exactly greedy search.
+
+`length_penalty="average"` ranks by `log P / |Y| ** alpha` instead: Hugging Face's
+rule (its `length_penalty` is our `alpha`, 1.0 by default there), which imported
+OPUS-MT models were tuned with. With it, this search gives the tokens of Hugging
+Face's `generate(num_beams=K, early_stopping=True)`: both stop a sentence once it has
+`K` finished hypotheses, and the bound above only ends a sentence whose best finished
+hypothesis no later one can beat.
 """
 
 from typing import Any, NamedTuple
@@ -21,7 +28,7 @@ from keras import ops
 from keras_transformer.generation.ngram_blocking import block_repeated_ngrams
 from keras_transformer.numerics import FLOAT32_LOWEST, LOWEST_SCORE
 from keras_transformer.special_tokens import END_ID, PAD_ID, START_ID
-from keras_transformer.validation import check_positive_int
+from keras_transformer.validation import check_choice, check_positive_int
 
 
 class BeamState(NamedTuple):
@@ -37,8 +44,12 @@ class BeamState(NamedTuple):
     cache: Any  # the `DecoderStep`'s key/value cache, rows `b * K + k`
 
 
-def check_beam_options(vocabulary_size, beam_size, alpha):
-    """Raise a `ValueError` naming the argument unless `beam_size` and `alpha` are usable."""
+LENGTH_PENALTIES = ("gnmt", "average")
+
+
+def check_beam_options(vocabulary_size, beam_size, alpha, rule="gnmt"):
+    """Raise a `ValueError` naming the argument unless the beam options are usable."""
+    check_choice("length_penalty", rule, LENGTH_PENALTIES)
     check_positive_int("beam_size", beam_size)
     if 2 * beam_size > vocabulary_size:
         raise ValueError(
@@ -61,8 +72,21 @@ def length_penalty(length, alpha=0.6):
     return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
 
 
+def penalty(length, alpha=0.6, rule="gnmt"):
+    """The divisor of a hypothesis' log-probability: GNMT's `length_penalty`, or
+    `|Y| ** alpha` for `rule="average"` (Hugging Face's).
+
+    Example:
+    >>> round(float(penalty(4, alpha=1.0, rule="average")), 6)
+    4.0
+    """
+    if rule == "average":
+        return ops.power(ops.cast(length, "float32"), alpha)
+    return length_penalty(length, alpha)
+
+
 def beam_search(step, batch_size, buffer_length, max_steps, beam_size=4, alpha=0.6,
-                no_repeat_ngram_size=None, stop_when_running=None):
+                no_repeat_ngram_size=None, stop_when_running=None, length_penalty="gnmt"):
     """Beam search with a `DecoderStep` built with `num_beams=beam_size`.
 
     Args:
@@ -74,6 +98,8 @@ def beam_search(step, batch_size, buffer_length, max_steps, beam_size=4, alpha=0
             bounds what a live hypothesis can still score).
         beam_size: int. K. Defaults to `4` (the paper).
         alpha: float >= 0. Length penalty exponent. Defaults to `0.6` (the paper).
+        length_penalty: `"gnmt"` (the paper's, the default) or `"average"` (Hugging
+            Face's `log P / |Y| ** alpha`).
         no_repeat_ngram_size: int or `None`. See `block_repeated_ngrams`.
         stop_when_running: int, int32 scalar tensor or `None`. Also stop the loop once
             at most this many sentences are still being searched (`generate` then
@@ -124,7 +150,8 @@ def beam_search(step, batch_size, buffer_length, max_steps, beam_size=4, alpha=0
         done=ops.zeros((batch_size,), "bool"),
         cache=step.cache,
     )
-    max_penalty = length_penalty(max_steps, alpha)
+    rule = length_penalty
+    max_penalty = penalty(max_steps, alpha, rule)
     steps_bound = ops.minimum(max_steps, buffer_length)
 
     def cond(state):
@@ -160,7 +187,7 @@ def beam_search(step, batch_size, buffer_length, max_steps, beam_size=4, alpha=0
         # End tokens among the first K continuations finish; keep the K best finished.
         length = index + 1
         finishes = is_end & (ops.arange(2 * k) < k)[None] & ops.logical_not(done)[:, None]
-        new_scores = ops.where(finishes, top_log_probs / length_penalty(length, alpha),
+        new_scores = ops.where(finishes, top_log_probs / penalty(length, alpha, rule),
                                LOWEST_SCORE)
         pool_scores = ops.concatenate([state.finished_scores, new_scores], axis=1)
         pool_tokens = ops.concatenate([state.finished_tokens, top_sequences], axis=1)
@@ -198,7 +225,7 @@ def beam_search(step, batch_size, buffer_length, max_steps, beam_size=4, alpha=0
     # Fill the n-best list: sentences still running take any live hypothesis; done ones
     # only fill empty slots (their live hypotheses cannot beat the best finished one).
     live_length = ops.where(done, state.live_length, num_steps)
-    live_scores = live_log_probs / length_penalty(live_length, alpha)[:, None]
+    live_scores = live_log_probs / penalty(live_length, alpha, rule)[:, None]
     num_finished = ops.sum(ops.cast(finished_scores > LOWEST_SCORE / 2, "int32"), axis=1)
     fills = ops.logical_or(ops.logical_not(done)[:, None],
                            ops.arange(k)[None] < (k - num_finished)[:, None])

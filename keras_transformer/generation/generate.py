@@ -32,7 +32,7 @@ from keras_transformer.generation.search_input import (
     search_buffer_length,
     source_lengths,
 )
-from keras_transformer.generation.step import DecoderStep
+from keras_transformer.generation.step import DecoderStep, check_banned_ids
 from keras_transformer.validation import check_choice, check_positive_int
 
 METHODS = ("greedy", "beam", "sample")
@@ -61,11 +61,13 @@ def check_max_length_offset(max_length_offset):
 
 
 def _check_arguments(model, method, max_length, beam_size, alpha, temperature, top_k, top_p,
-                     seed):
+                     seed, length_penalty="gnmt", force_end=False):
     check_choice("method", method, METHODS)
     if max_length is not None:
         check_positive_int("max_length", max_length)
-    check_beam_options(model.vocabulary_size, beam_size, alpha)
+    check_beam_options(model.vocabulary_size, beam_size, alpha, length_penalty)
+    if not isinstance(force_end, (bool, np.bool_)):
+        raise ValueError(f"`force_end` must be True or False. Received: {force_end!r}")
     if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not (
         temperature > 0
     ):
@@ -95,17 +97,22 @@ def _search_function(model, method, buffer_length, options, jit_compile):
     if key in functions:
         return functions[key]
 
+    search_options = dict(options)
+    banned_ids = search_options.pop("banned_ids", ())
+    force_end = search_options.pop("force_end", False)
+
     def search(encoder_token_ids, max_steps, seed, stop_when_running):
         batch_size = encoder_token_ids.shape[0]
+        num_beams = options["beam_size"] if method == "beam" else 1
+        step = DecoderStep(model, encoder_token_ids, buffer_length, num_beams,
+                           banned_ids=banned_ids, end_at=max_steps if force_end else None)
         if method == "beam":
-            step = DecoderStep(model, encoder_token_ids, buffer_length, options["beam_size"])
-            return beam_search(step, batch_size, buffer_length, max_steps, **options,
+            return beam_search(step, batch_size, buffer_length, max_steps, **search_options,
                                stop_when_running=stop_when_running)
-        step = DecoderStep(model, encoder_token_ids, buffer_length)
         if method == "greedy":
-            return greedy_search(step, batch_size, buffer_length, max_steps, **options,
+            return greedy_search(step, batch_size, buffer_length, max_steps, **search_options,
                                  stop_when_running=stop_when_running)
-        return sample(step, batch_size, buffer_length, max_steps, seed, **options)
+        return sample(step, batch_size, buffer_length, max_steps, seed, **search_options)
 
     functions[key] = _compile(model, search) if jit_compile else search
     return functions[key]
@@ -216,6 +223,9 @@ def generate(
     max_length_offset=MAX_LENGTH_OFFSET,
     beam_size=4,
     alpha=0.6,
+    length_penalty="gnmt",
+    banned_ids=None,
+    force_end=False,
     temperature=1.0,
     top_k=None,
     top_p=None,
@@ -241,6 +251,13 @@ def generate(
         max_length_offset: int. The `+ 50` of the default limit.
         beam_size: int. Beam size K (beam search). Defaults to `4` (the paper).
         alpha: float. Length penalty exponent (beam search). Defaults to `0.6`.
+        length_penalty: `"gnmt"` (the paper's `((5 + |Y|) / 6) ** alpha`, the default)
+            or `"average"` (Hugging Face's `|Y| ** alpha`; beam search).
+        banned_ids: list of ints or `None`. Ids never generated (every method), beside
+            `PAD_ID` and `START_ID` (Hugging Face's single-token `bad_words_ids`).
+        force_end: bool. The last token a search may take is always `END_ID`
+            (Hugging Face's `forced_eos_token_id`). Defaults to `False`: an output that
+            reaches the limit ends without one.
         temperature: float > 0. Sampling: divide the logits by `temperature`.
             Defaults to `1.0`.
         top_k: int or `None`. Sampling: keep only the `top_k` most probable tokens.
@@ -278,7 +295,8 @@ def generate(
     (dtype('int32'), True, (1, 4))
     """
     _check_arguments(model, method, max_length, beam_size, alpha, temperature, top_k, top_p,
-                     seed)
+                     seed, length_penalty, force_end)
+    banned_ids = check_banned_ids(banned_ids, model.vocabulary_size)
     check_max_length_offset(max_length_offset)
     check_no_repeat_ngram_size(no_repeat_ngram_size)
     if not isinstance(shrink_batch, (bool, np.bool_)):
@@ -301,13 +319,18 @@ def generate(
                              max_length_offset, ops=HOST_OPS))
 
     if method == "beam":
-        options = {"beam_size": beam_size, "alpha": float(alpha)}
+        options = {"beam_size": beam_size, "alpha": float(alpha),
+                   "length_penalty": length_penalty}
     elif method == "sample":
         options = {"temperature": float(temperature), "top_k": top_k, "top_p": top_p}
     else:
         options = {}
     if no_repeat_ngram_size:
         options["no_repeat_ngram_size"] = no_repeat_ngram_size
+    if banned_ids:
+        options["banned_ids"] = banned_ids
+    if force_end:
+        options["force_end"] = True
     if seed is None:
         seed = int(np.random.randint(0, 2**31 - 1))
     def search_for(buffer_length):

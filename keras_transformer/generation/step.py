@@ -8,19 +8,40 @@ all advance with `DecoderStep.__call__` (log-probabilities from `log_probs_of`);
 search also reorders the cache with `DecoderStep.reorder`.
 """
 
+import numpy as np
 from keras import ops
 
 from keras_transformer.layers.masking import padding_mask
 from keras_transformer.numerics import LOWEST_SCORE
-from keras_transformer.special_tokens import PAD_ID, START_ID
+from keras_transformer.special_tokens import END_ID, PAD_ID, START_ID
 
 
-def masked_logits(logits):
-    """Float32 logits with `PAD_ID` and `START_ID` set to `LOWEST_SCORE`; `(..., V)`."""
+def masked_logits(logits, banned_ids=()):
+    """Float32 logits with `PAD_ID`, `START_ID` and `banned_ids` set to `LOWEST_SCORE`;
+    `(..., V)`."""
     logits = ops.cast(logits, "float32")
     vocabulary = ops.arange(ops.shape(logits)[-1])
     banned = ops.logical_or(ops.equal(vocabulary, PAD_ID), ops.equal(vocabulary, START_ID))
+    for token_id in banned_ids:
+        banned = ops.logical_or(banned, ops.equal(vocabulary, token_id))
     return ops.where(banned, LOWEST_SCORE, logits)
+
+
+def check_banned_ids(banned_ids, vocabulary_size):
+    """`banned_ids` as a sorted tuple of ints; a `ValueError` naming the bad id otherwise."""
+    if banned_ids is None:
+        return ()
+    if isinstance(banned_ids, (int, str)) or not hasattr(banned_ids, "__iter__"):
+        raise ValueError(f"`banned_ids` must be a list of token ids. Received: {banned_ids!r}")
+    ids = []
+    for token_id in banned_ids:
+        if (isinstance(token_id, bool) or not isinstance(token_id, (int, np.integer))
+                or not 0 <= token_id < vocabulary_size or token_id == END_ID):
+            raise ValueError(
+                f"`banned_ids` must hold ids in [0, {vocabulary_size}) other than the end id "
+                f"{END_ID}. Received: {token_id!r} in banned_ids={list(banned_ids)!r}")
+        ids.append(int(token_id))
+    return tuple(sorted(set(ids)))
 
 
 def log_probs_of(logits):
@@ -47,6 +68,10 @@ class DecoderStep:
             take at most this many steps.
         num_beams: int. Copies of each sequence (beam search); rows are ordered
             `b * num_beams + k`. Defaults to `1`.
+        banned_ids: ids never generated, beside `PAD_ID` and `START_ID`.
+        end_at: int, int32 scalar tensor or `None`. Force `END_ID` as the token of step
+            `end_at - 1` (the last a search of `end_at` steps takes), as Hugging Face's
+            `forced_eos_token_id` does. `None` (the default): no forced end.
 
     Attributes:
         cache: the current cache, as `Transformer.init_cache` returns it.
@@ -60,8 +85,11 @@ class DecoderStep:
     (1, 20)
     """
 
-    def __init__(self, model, encoder_token_ids, cache_length, num_beams=1):
+    def __init__(self, model, encoder_token_ids, cache_length, num_beams=1, banned_ids=(),
+                 end_at=None):
         self.model = model
+        self.banned_ids = tuple(banned_ids)
+        self.end_at = end_at
         encoder_token_ids = ops.convert_to_tensor(encoder_token_ids, "int32")
         encoder_sequence = model.encode(encoder_token_ids, training=False)
         self.encoder_padding_mask = padding_mask(encoder_token_ids)
@@ -80,7 +108,11 @@ class DecoderStep:
         logits, cache = self.model.decode_step(
             ops.expand_dims(token_ids, 1), index, cache, self.encoder_padding_mask
         )
-        return masked_logits(logits[:, 0, :]), cache
+        logits = masked_logits(logits[:, 0, :], self.banned_ids)
+        if self.end_at is not None:
+            only_end = ops.where(ops.arange(ops.shape(logits)[-1]) == END_ID, 0.0, LOWEST_SCORE)
+            logits = ops.where(index + 1 >= self.end_at, only_end[None], logits)
+        return logits, cache
 
     @staticmethod
     def reorder(cache, rows):
