@@ -128,6 +128,11 @@ class Tokenizer:
         """Piece ids of each string, without start or end ids: a list of lists of ints."""
         return self._processor.encode_as_ids([str(s) for s in strings])
 
+    def encode_targets_as_ids(self, strings):
+        """The same as `encode_as_ids`: source and target share one SentencePiece model
+        (a `MarianTokenizer` has one per side)."""
+        return self.encode_as_ids(strings)
+
     def decode_ids(self, ids):
         """Strings for rows of ids (lists or a `(B, T)` array); pad, start, end dropped."""
         rows = ids.tolist() if isinstance(ids, np.ndarray) else [list(row) for row in ids]
@@ -176,6 +181,10 @@ class Tokenizer:
             int32 `tf.RaggedTensor` `(B, None)`, or an int32 tensor `(T,)` for a scalar.
         """
         return self.graph_tokenizer.tokenize(strings)
+
+    def tokenize_targets(self, strings):
+        """The same as `tokenize` (one model for both sides; see `encode_targets_as_ids`)."""
+        return self.tokenize(strings)
 
     def detokenize(self, ids):
         """Turns piece ids back into strings, dropping pad, start and end ids (TensorFlow ops).
