@@ -67,6 +67,10 @@ def _add_prepare(subparsers):
         "--vocabulary-size", type=int, default=8000, help="shared BPE vocabulary size"
     )
     parser.add_argument(
+        "--tokenizer", default=None, metavar="MODEL_DIR",
+        help="tokenize with this model folder's tokenizer instead of training one (e.g. "
+             "an imported OPUS-MT model, to fine-tune it with `train --initial-model`)")
+    parser.add_argument(
         "--tokens-per-batch", type=int, default=25_000, help="token budget per side"
     )
     parser.add_argument(
@@ -104,6 +108,7 @@ def _run_prepare(args):
         test=_held_out_files(args, "test"),
         held_out_pairs=args.held_out_pairs,
         cleaning=CleaningRules(args.min_words, args.max_words, args.max_length_ratio),
+        tokenizer=args.tokenizer,
     )
     padding = report["padding"]
     summary = {
@@ -183,23 +188,27 @@ def _run_train(args):
 
 
 def _add_decoding_options(parser):
-    parser.add_argument("--method", default="beam", choices=["greedy", "beam", "sample"])
-    parser.add_argument("--beam-size", type=int, default=4)
-    parser.add_argument("--alpha", type=float, default=0.6, help="beam length penalty")
-    parser.add_argument("--max-length", type=int, default=None,
-                        help="cap on output tokens (default: input length + 50)")
+    group = parser.add_argument_group(
+        "decoding (defaults: the paper's beam 4, alpha 0.6 and input length + 50; an "
+        "imported model's own settings, saved in MODEL_DIR/config.json)")
+    group.add_argument("--method", default=None, choices=["greedy", "beam", "sample"])
+    group.add_argument("--beam-size", type=int, default=None)
+    group.add_argument("--alpha", type=float, default=None, help="beam length penalty")
+    group.add_argument("--length-penalty", default=None, choices=["gnmt", "average"],
+                       help="beam ranking: gnmt ((5+|Y|)/6)^alpha, the paper's, or average "
+                            "|Y|^alpha, Hugging Face's")
+    group.add_argument("--max-length", type=int, default=None,
+                       help="cap on output tokens (default: input length + 50)")
+    group.add_argument("--no-repeat-ngram-size", type=int, default=None, metavar="N",
+                       help="never repeat an N-gram in an output (default: off, as in "
+                            "the paper)")
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--no-repeat-ngram-size", type=int, default=None, metavar="N",
-                        help="never repeat an N-gram in an output (default: off, as in "
-                             "the paper)")
 
 
 def _decoding_kwargs(args):
-    options = {"max_length": args.max_length,
-               "no_repeat_ngram_size": args.no_repeat_ngram_size}
-    if args.method == "beam":
-        options.update(beam_size=args.beam_size, alpha=args.alpha)
-    return options
+    """The decoding flags given on the command line (the others keep the model's)."""
+    names = ("max_length", "no_repeat_ngram_size", "beam_size", "alpha", "length_penalty")
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
 
 def _add_evaluate(subparsers):
@@ -306,10 +315,13 @@ def _add_export(subparsers):
     parser.add_argument("--output", required=True, metavar="EXPORT_DIR")
     parser.add_argument("--format", default="saved_model", choices=["saved_model", "ctranslate2"],
                         help="what to write (default: saved_model)")
-    parser.add_argument("--beam-size", type=int, default=4, help="1 is greedy decoding")
-    parser.add_argument("--alpha", type=float, default=0.6, help="beam length penalty")
+    parser.add_argument("--beam-size", type=int, default=None,
+                        help="1 is greedy decoding (default: 4, or an imported model's own)")
+    parser.add_argument("--alpha", type=float, default=None,
+                        help="beam length penalty (default: 0.6, or an imported model's)")
     parser.add_argument("--max-length", type=int, default=None,
-                        help="cap on output tokens (default: the training max length)")
+                        help="cap on output tokens (default: input length + 50, or an "
+                             "imported model's own)")
     parser.add_argument("--no-repeat-ngram-size", type=int, default=None, metavar="N",
                         help="saved_model: never repeat an N-gram in an output (default: off)")
     parser.add_argument("--quantization", default=None, metavar="TYPE",
@@ -340,10 +352,42 @@ def _run_export(args):
             raise ValueError(f"`{name}` applies to `--format ctranslate2` only.")
     from keras_transformer.export import export_saved_model
 
-    path = export_saved_model(args.model, args.output, beam_size=args.beam_size,
-                              alpha=args.alpha, max_length=args.max_length,
-                              no_repeat_ngram_size=args.no_repeat_ngram_size)
-    print(json.dumps({"export": path, "beam_size": args.beam_size, "alpha": args.alpha}))
+    options = {name: getattr(args, name) for name in ("beam_size", "alpha", "max_length",
+                                                      "no_repeat_ngram_size")
+               if getattr(args, name) is not None}
+    path = export_saved_model(args.model, args.output, **options)
+    print(json.dumps({"export": path, **options}))
+
+
+def _add_import(subparsers):
+    parser = subparsers.add_parser(
+        "import", help="turn a pretrained OPUS-MT (Marian) snapshot into a model folder",
+        description="Read a local Hugging Face snapshot (config.json, model.safetensors or "
+                    "pytorch_model.bin, source.spm, target.spm, vocab.json, and "
+                    "generation_config.json if present) and write MODEL_DIR: model.keras, "
+                    "the tokenizer and config.json with the snapshot's decoding settings. "
+                    "translate, evaluate, export, average and train (--initial-model) "
+                    "accept it. Needs pip install \"keras-transformer[marian]\"; download "
+                    "snapshots with huggingface_hub (docs/guides/pretrained.md).",
+    )
+    parser.add_argument("--from", dest="source_format", required=True, choices=["marian"],
+                        help="the checkpoint's kind")
+    parser.add_argument("--model", required=True, metavar="DIR", help="the snapshot folder")
+    parser.add_argument("--output", required=True, metavar="MODEL_DIR")
+    parser.add_argument("--force", action="store_true",
+                        help="replace MODEL_DIR if it is not empty")
+    parser.set_defaults(run=_run_import)
+
+
+def _run_import(args):
+    from keras_transformer.importers import import_marian
+
+    try:
+        summary = import_marian(args.model, args.output, force=args.force)
+    except (ImportError, FileExistsError) as error:  # one error line, as for the others
+        raise ValueError(str(error)) from error
+    print(json.dumps({"model": args.output, **{key: summary[key] for key in (
+        "vocabulary_size", "source_vocabulary_size", "parameters", "generation")}}))
 
 
 def _add_demo(subparsers):
@@ -394,7 +438,7 @@ def build_parser():
         dest="command", metavar="COMMAND", required=True, parser_class=_Parser
     )
     for add in (_add_prepare, _add_train, _add_evaluate, _add_translate, _add_average,
-                _add_export, _add_demo):
+                _add_export, _add_import, _add_demo):
         add(subparsers)
     return parser
 

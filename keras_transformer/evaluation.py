@@ -30,14 +30,15 @@ def score_translations(hypotheses, references):
     }
 
 
-def evaluate_translator(translator, pairs, method="beam", progress=True, **generate_kwargs):
+def evaluate_translator(translator, pairs, method=None, progress=True, **generate_kwargs):
     """Translate the sources of `pairs` and score them; adds `examples` (first 10).
 
     Args:
         translator: a `Translator` (anything with `translate(sources, method=...,
             progress=..., **options)` -> list of str).
         pairs: list of `(source, reference)` string pairs.
-        method: decoding method. Defaults to `"beam"` (the paper).
+        method: decoding method, or `None` (the default) for the translator's own
+            (`"beam"`, the paper's, unless an imported model saved another).
         progress: bool. Show a progress bar.
         **generate_kwargs: passed to `translate` (e.g. `beam_size=8`).
 
@@ -56,6 +57,7 @@ def evaluate_translator(translator, pairs, method="beam", progress=True, **gener
     pairs = list(pairs)
     if not pairs:
         raise ValueError("`pairs` is empty: nothing to evaluate.")
+    method = method or getattr(translator, "method", "beam")
     sources = [source for source, _ in pairs]
     references = [target for _, target in pairs]
     hypotheses = translator.translate(sources, method=method, progress=progress,

@@ -40,7 +40,11 @@ def check_model_folder(directory, argument="directory"):
             f"`{argument}` is not a folder. Pass a model folder written by training "
             f"(model.keras, tokenizer.model, config.json). Received: {argument}={directory!r}"
         )
+    from keras_transformer.data.tokenizer_files import has_tokenizer
+
     for name in (MODEL_FILE, TOKENIZER_FILE):
+        if name == TOKENIZER_FILE and has_tokenizer(directory):
+            continue
         if not os.path.isfile(os.path.join(directory, name)):
             raise FileNotFoundError(
                 f"`{name}` not found in `{argument}`. A model folder written by training "

@@ -105,7 +105,7 @@ def encode_pairs(pairs, tokenizer, max_sequence_length=256, long_sequences="drop
 
     def encode(sources, targets):  # a batch of strings to a batch of examples
         source_ids = tokenizer.tokenize(sources)
-        target_ids = tokenizer.tokenize(targets)
+        target_ids = tokenizer.tokenize_targets(targets)
         if long_sequences == "drop":
             fits = (source_ids.row_lengths() <= limit) & (target_ids.row_lengths() <= limit)
             source_ids = tf.ragged.boolean_mask(source_ids, fits)

@@ -52,6 +52,7 @@ from keras_transformer.data.token_store import (
     write_split,
 )
 from keras_transformer.data.tokenizer import train_tokenizer
+from keras_transformer.data.tokenizer_files import copy_tokenizer, load_tokenizer, remove_tokenizer
 from keras_transformer.folders import REPORT_FILE, TOKENIZER_FILE, TOKENS_FILE, TRAIN_FILE
 from keras_transformer.special_tokens import UNK_ID
 
@@ -80,6 +81,7 @@ def prepare(
     test=None,
     held_out_pairs=2000,
     cleaning=None,
+    tokenizer=None,
 ):
     """Prepares parallel text for training and returns the report written to `report.json`.
 
@@ -103,6 +105,9 @@ def prepare(
         held_out_pairs: int. About how many pairs the hash split holds out for each of
             validation and test (at most this many). Defaults to `2000`.
         cleaning: `CleaningRules` for training pairs; `CleaningRules()` when `None`.
+        tokenizer: str or `None`. A model folder whose tokenizer to use instead of
+            training one (e.g. an imported OPUS-MT model, to fine-tune it); its files
+            are copied into `output_dir`.
 
     Returns:
         The report as a dict (see `report.json`).
@@ -120,6 +125,9 @@ def prepare(
     (1, ['report.json', 'test.index.npy', 'test.sentences.npy', 'test.source.bin'])
     """
     cleaning = CleaningRules() if cleaning is None else cleaning
+    tokenizer_dir = tokenizer
+    if tokenizer_dir is not None:
+        load_tokenizer(tokenizer_dir)  # a folder without a tokenizer stops here, first
     if reverse and not tsv and corpus is None and parallel:
         logger.warning("--reverse swaps the sides of --tsv and --corpus input only; for "
                        "aligned files, swap --source and --target instead.")
@@ -156,9 +164,14 @@ def prepare(
             "hold out pairs (--held-out-pairs, now %d).", held_out_pairs)
 
     start = time.perf_counter()
-    tokenizer = train_tokenizer(writer.sample, os.path.join(output_dir, TOKENIZER_FILE),
-                                vocabulary_size=vocabulary_size,
-                                input_sentence_size=input_sentence_size, seed=seed)
+    if tokenizer_dir is None:
+        remove_tokenizer(output_dir)
+        tokenizer = train_tokenizer(writer.sample, os.path.join(output_dir, TOKENIZER_FILE),
+                                    vocabulary_size=vocabulary_size,
+                                    input_sentence_size=input_sentence_size, seed=seed)
+    else:
+        copy_tokenizer(tokenizer_dir, output_dir)
+        tokenizer = load_tokenizer(output_dir)
     training_seconds = time.perf_counter() - start
     sample_texts, writer.sample = len(writer.sample), None
     tokens = {}

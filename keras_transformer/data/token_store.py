@@ -18,7 +18,6 @@ Writing streams the split's TSV file in chunks, so memory stays at one chunk plu
 index; each file is written under a temporary name and renamed when complete.
 """
 
-import hashlib
 import itertools
 import json
 import os
@@ -30,7 +29,8 @@ import tqdm
 
 from keras_transformer.data.corpora import iter_tsv
 from keras_transformer.data.split import is_sentence_pair
-from keras_transformer.folders import REPORT_FILE, TOKENIZER_FILE, TOKENS_FILE
+from keras_transformer.data.tokenizer_files import load_tokenizer, tokenizer_md5
+from keras_transformer.folders import REPORT_FILE, TOKENS_FILE
 
 _SUFFIXES = {"source": ".source.bin", "target": ".target.bin", "index": ".index.npy",
              "sentences": ".sentences.npy"}
@@ -54,15 +54,6 @@ def token_dtype(vocabulary_size):
     ('uint16', 'int32')
     """
     return "uint16" if vocabulary_size <= 2**16 else "int32"
-
-
-def file_md5(path):
-    """The MD5 hex digest of a file's bytes."""
-    digest = hashlib.md5()
-    with open(path, "rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def write_split(data_dir, split, pairs, tokenizer, chunk_size=20_000, progress=False,
@@ -110,7 +101,8 @@ def write_split(data_dir, split, pairs, tokenizer, chunk_size=20_000, progress=F
 
 
 def _write_partial(partial, pairs, tokenizer, split, chunk_size, progress, total, reverse):
-    dtype = token_dtype(tokenizer.vocabulary_size)
+    dtype = token_dtype(max(tokenizer.vocabulary_size,
+                            getattr(tokenizer, "source_vocabulary_size", 0)))
     offsets, flags = [np.zeros((1, 2), "int64")], []
     counts = np.zeros(2, "int64")
     bar = tqdm.tqdm(total=total, desc=f"Tokenizing {split}", unit=" pairs", file=sys.stderr,
@@ -119,8 +111,9 @@ def _write_partial(partial, pairs, tokenizer, split, chunk_size, progress, total
         iterator = iter(pairs)
         while chunk := list(itertools.islice(iterator, chunk_size)):
             lengths = np.zeros((len(chunk), 2), "int64")
-            for side, handle in ((0, sources), (1, targets)):
-                ids = tokenizer.encode_as_ids([pair[side] for pair in chunk])
+            for side, handle, encode in ((0, sources, tokenizer.encode_as_ids),
+                                         (1, targets, tokenizer.encode_targets_as_ids)):
+                ids = encode([pair[side] for pair in chunk])
                 lengths[:, side] = [len(row) for row in ids]
                 flat = np.fromiter(itertools.chain.from_iterable(ids), dtype,
                                    count=int(lengths[:, side].sum()))
@@ -142,9 +135,10 @@ def _write_partial(partial, pairs, tokenizer, split, chunk_size, progress, total
 def write_manifest(data_dir, splits, tokenizer):
     """Writes `tokens.json`: the dtype, each split's counts, the tokenizer's MD5 and the
     size and modification time of each split's TSV file (the text the ids came from)."""
-    manifest = {"dtype": token_dtype(tokenizer.vocabulary_size),
+    manifest = {"dtype": token_dtype(max(tokenizer.vocabulary_size,
+                                         getattr(tokenizer, "source_vocabulary_size", 0))),
                 "vocabulary_size": tokenizer.vocabulary_size,
-                "tokenizer_md5": file_md5(os.path.join(data_dir, TOKENIZER_FILE)),
+                "tokenizer_md5": tokenizer_md5(data_dir),
                 "texts": _text_stamps(data_dir),
                 "splits": splits}
     path = os.path.join(data_dir, TOKENS_FILE)
@@ -173,7 +167,7 @@ def read_manifest(data_dir):
             manifest = json.load(file)
     except (OSError, ValueError):
         return None
-    if manifest.get("tokenizer_md5") != file_md5(os.path.join(data_dir, TOKENIZER_FILE)):
+    if manifest.get("tokenizer_md5") != tokenizer_md5(data_dir):
         return None
     if manifest.get("texts") != _text_stamps(data_dir):
         return None
@@ -198,9 +192,7 @@ def tokenize_folder(data_dir, progress=False):
     manifest = read_manifest(data_dir)
     if manifest is not None:
         return manifest
-    from keras_transformer.data.tokenizer import Tokenizer
-
-    tokenizer = Tokenizer.from_file(os.path.join(data_dir, TOKENIZER_FILE))
+    tokenizer = load_tokenizer(data_dir)
     try:  # whether `prepare` swapped the sides (for the sentence-pair flags)
         with open(os.path.join(data_dir, REPORT_FILE), encoding="utf-8") as file:
             reverse = bool(json.load(file).get("reverse"))

@@ -44,7 +44,7 @@ from keras_transformer.generation.search_input import (
     search_buffer_length,
     source_lengths,
 )
-from keras_transformer.generation.step import DecoderStep
+from keras_transformer.generation.step import DecoderStep, check_banned_ids
 from keras_transformer.special_tokens import END_ID, PAD_ID, with_end
 from keras_transformer.validation import check_positive_int
 from keras_transformer.version import __version__
@@ -55,7 +55,7 @@ SIGNATURES = ("serving_default", "nbest", "metadata")
 
 
 def _load(translator_or_model_dir):
-    """`(model, tokenizer, max_sequence_length)` of a `Translator` or a model directory."""
+    """The `Translator` of a `Translator` or a model directory."""
     from keras_transformer.generation.translator import Translator
 
     if isinstance(translator_or_model_dir, (str, os.PathLike)):
@@ -68,21 +68,25 @@ def _load(translator_or_model_dir):
             "directory (holding model.keras, tokenizer.model and config.json). "
             f"Received: translator_or_model_dir={translator_or_model_dir!r}"
         )
-    if not hasattr(translator.tokenizer, "model_bytes"):
+    if not hasattr(translator.tokenizer, "graph_tokenizer"):
         raise ValueError(
             "The translator's tokenizer must be a `keras_transformer.data.tokenizer."
-            "Tokenizer` (the SentencePiece model is carried inside the SavedModel). "
-            f"Received: tokenizer={translator.tokenizer!r}"
+            "Tokenizer` or a `MarianTokenizer` (the SentencePiece models are carried inside "
+            f"the SavedModel). Received: tokenizer={translator.tokenizer!r}"
         )
-    return translator.model, translator.tokenizer, translator.max_sequence_length
+    return translator
 
 
 class _Translation:
     """The functions of the export, closed over the model and the decoding settings."""
 
     def __init__(self, model, tokenizer, beam_size, alpha, max_length, max_length_offset,
-                 max_sequence_length, no_repeat_ngram_size, jit_compile):
+                 max_sequence_length, no_repeat_ngram_size, jit_compile, length_penalty="gnmt",
+                 banned_ids=(), force_end=False):
         self.model = model
+        self.length_penalty = length_penalty
+        self.banned_ids = tuple(banned_ids)
+        self.force_end = force_end
         self.no_repeat_ngram_size = no_repeat_ngram_size
         self.tokenizer = tokenizer
         self.beam_size = beam_size
@@ -99,10 +103,13 @@ class _Translation:
         )
 
     def _search(self, encoder_token_ids, max_steps):
-        step = DecoderStep(self.model, encoder_token_ids, self.buffer_length, self.beam_size)
+        step = DecoderStep(self.model, encoder_token_ids, self.buffer_length, self.beam_size,
+                           banned_ids=self.banned_ids,
+                           end_at=max_steps if self.force_end else None)
         return beam_search(step, tf.shape(encoder_token_ids)[0], self.buffer_length, max_steps,
                            beam_size=self.beam_size, alpha=self.alpha,
-                           no_repeat_ngram_size=self.no_repeat_ngram_size)
+                           no_repeat_ngram_size=self.no_repeat_ngram_size,
+                           length_penalty=self.length_penalty)
 
     def source_ids(self, text):
         """Source ids `(B, S)` (pieces then `END_ID`) and the mask of empty sources."""
@@ -148,12 +155,12 @@ class _Translation:
 def export_saved_model(
     translator_or_model_dir,
     path,
-    beam_size=4,
-    alpha=0.6,
+    beam_size=None,
+    alpha=None,
     max_length=None,
     *,
     max_sequence_length=None,
-    max_length_offset=MAX_LENGTH_OFFSET,
+    max_length_offset=None,
     no_repeat_ngram_size=None,
     jit_compile=True,
     verbose=False,
@@ -162,6 +169,9 @@ def export_saved_model(
 
     See the module docstring for the signatures. The beam size, `alpha` and the
     length limits are fixed at export time and returned by the `metadata` signature.
+    Settings not given are the translator's (an imported model's saved decoding
+    settings, with its length-penalty rule, banned ids and forced end), else the
+    paper's.
     The SentencePiece model is carried inside the SavedModel (as a constant of the
     tracked tokenizer resource), so loading needs TensorFlow and `tensorflow_text` only.
 
@@ -218,8 +228,19 @@ def export_saved_model(
             "KERAS_BACKEND=tensorflow (a model.keras saved under JAX or PyTorch loads there "
             f"unchanged). Current backend: {keras.backend.backend()!r}"
         )
-    model, tokenizer, translator_max_sequence_length = _load(translator_or_model_dir)
-    check_beam_options(model.vocabulary_size, beam_size, alpha)
+    translator = _load(translator_or_model_dir)
+    model, tokenizer = translator.model, translator.tokenizer
+    translator_max_sequence_length = translator.max_sequence_length
+    saved = translator.generate_options
+    beam_size = saved.get("beam_size", 4) if beam_size is None else beam_size
+    alpha = saved.get("alpha", 0.6) if alpha is None else alpha
+    max_length = saved.get("max_length") if max_length is None else max_length
+    if max_length_offset is None:
+        max_length_offset = saved.get("max_length_offset", MAX_LENGTH_OFFSET)
+    length_penalty = saved.get("length_penalty", "gnmt")
+    force_end = bool(saved.get("force_end", False))
+    banned_ids = check_banned_ids(saved.get("banned_ids"), model.vocabulary_size)
+    check_beam_options(model.vocabulary_size, beam_size, alpha, length_penalty)
     check_max_length_offset(max_length_offset)
     check_no_repeat_ngram_size(no_repeat_ngram_size)
     if max_sequence_length is None:
@@ -235,11 +256,15 @@ def export_saved_model(
 
     translation = _Translation(model, tokenizer, beam_size, float(alpha), max_length,
                                max_length_offset, max_sequence_length,
-                               no_repeat_ngram_size or None, jit_compile)
+                               no_repeat_ngram_size or None, jit_compile, length_penalty,
+                               banned_ids, force_end)
     metadata = json.dumps({
         "method": "beam",
         "beam_size": beam_size,
         "alpha": float(alpha),
+        "length_penalty": length_penalty,
+        "banned_ids": list(banned_ids),
+        "force_end": force_end,
         "max_length": max_length,
         "max_length_offset": max_length_offset,
         "max_sequence_length": max_sequence_length,
@@ -249,7 +274,8 @@ def export_saved_model(
         "signatures": list(SIGNATURES),
         "keras_transformer_version": __version__,
     }, sort_keys=True)
-    model_bytes = tokenizer.model_bytes
+    # The SentencePiece model (of our own tokenizer; empty for an imported model's two).
+    model_bytes = getattr(tokenizer, "model_bytes", b"")
 
     archive = keras.export.ExportArchive()
     archive.track(model)

@@ -8,7 +8,7 @@ import warnings
 import keras
 import numpy as np
 
-from keras_transformer.folders import CONFIG_FILE, MODEL_FILE, TOKENIZER_FILE, check_model_folder
+from keras_transformer.folders import CONFIG_FILE, MODEL_FILE, check_model_folder
 from keras_transformer.generation.generate import METHODS, generate
 from keras_transformer.special_tokens import PAD_ID, START_ID, with_end
 from keras_transformer.validation import check_choice, check_positive_int
@@ -65,22 +65,30 @@ class Translator:
 
     @classmethod
     def from_directory(cls, directory, **kwargs):
-        """Load `model.keras`, `tokenizer.model` and (if present) `config.json` from a
-        training directory. `config.json` may give `max_sequence_length`; `kwargs`
-        override it and are passed to the constructor."""
+        """Load `model.keras`, the tokenizer and (if present) `config.json` from a model
+        folder (written by training or by `import`).
+
+        `config.json` may give `max_sequence_length` and, for an imported model, its
+        `"generation"` defaults (`method`, `beam_size`, `alpha`, `length_penalty`,
+        `max_length`, `force_end`, `banned_ids`); `kwargs` override them and are passed
+        to the constructor."""
         import keras_transformer.models  # noqa: F401  (registers the serializable classes)
-        from keras_transformer.data.tokenizer import Tokenizer
+        from keras_transformer.data.tokenizer_files import load_tokenizer
 
         check_model_folder(directory)
         model = keras.models.load_model(os.path.join(directory, MODEL_FILE))
-        tokenizer = Tokenizer.from_file(os.path.join(directory, TOKENIZER_FILE))
+        tokenizer = load_tokenizer(directory)
         config = {}
         config_path = os.path.join(directory, CONFIG_FILE)
         if os.path.exists(config_path):
             with open(config_path) as file:
                 config = json.load(file)
-        if isinstance(config, dict) and isinstance(config.get("max_sequence_length"), int):
+        if not isinstance(config, dict):
+            config = {}
+        if isinstance(config.get("max_sequence_length"), int):
             kwargs.setdefault("max_sequence_length", config["max_sequence_length"])
+        for name, value in (config.get("generation") or {}).items():
+            kwargs.setdefault(name, value)
         return cls(model, tokenizer, **kwargs)
 
     # --- translation ----------------------------------------------------------------

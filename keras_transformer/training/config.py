@@ -83,6 +83,11 @@ class TrainingConfig:
                                  "strategy)")
     seed: int = _setting(0, "seed of the weights and of the batch order", int)
     verbose: str = _setting("auto", "Keras' progress output: auto, 0, 1 or 2", None)
+    initial_model: str = _setting(None, "start from this model folder's weights and "
+                                  "architecture (e.g. an imported OPUS-MT model; prepare the "
+                                  "data with `prepare --tokenizer MODEL_DIR`); the preset is "
+                                  "not used and the learning-rate schedule starts afresh",
+                                  str, metavar="MODEL_DIR")
     model_overrides: dict = _setting({}, "keyword overrides of the preset (e.g. dropout, "
                                      "normalize_first)")
 

@@ -16,6 +16,7 @@ from keras_transformer.backend import backend
 from keras_transformer.data.batch_plan import StoreBatches
 from keras_transformer.data.corpora import load_tsv
 from keras_transformer.data.token_store import TokenStore, tokenize_folder
+from keras_transformer.data.tokenizer_files import has_tokenizer
 from keras_transformer.folders import TOKENIZER_FILE, TRAIN_FILE, VALIDATION_FILE
 
 
@@ -53,6 +54,8 @@ class TrainingData:
 def check_data_folder(data_dir):
     """A `FileNotFoundError` naming the missing file unless `data_dir` is a data folder."""
     for name in (TRAIN_FILE, VALIDATION_FILE, TOKENIZER_FILE):
+        if name == TOKENIZER_FILE and has_tokenizer(data_dir):
+            continue
         if not os.path.exists(os.path.join(data_dir, name)):
             raise FileNotFoundError(
                 f"`{os.path.join(data_dir, name)}` is missing: `data_dir` must be a folder "

@@ -29,7 +29,7 @@ import time
 import keras
 
 from keras_transformer.backend import has_tensorflow
-from keras_transformer.data.tokenizer import Tokenizer
+from keras_transformer.data.tokenizer_files import copy_tokenizer, load_tokenizer, tokenizer_md5
 from keras_transformer.folders import (
     BACKUP_DIR,
     CHECKPOINTS_DIR,
@@ -37,7 +37,7 @@ from keras_transformer.folders import (
     HISTORY_FILE,
     LOGS_DIR,
     MODEL_FILE,
-    TOKENIZER_FILE,
+    check_model_folder,
 )
 from keras_transformer.models.transformer import build_transformer
 from keras_transformer.training.callbacks import (
@@ -120,16 +120,20 @@ def train(data_dir, output_dir, config=None, **settings):
     # As TensorFlow recommends for MultiWorkerMirroredStrategy, non-chief workers save like
     # the chief (saving may read variables collectively), into a folder of their own.
     write_dir = output_dir if chief else tempfile.mkdtemp(prefix="keras-transformer-worker-")
-    tokenizer = Tokenizer.from_file(os.path.join(data_dir, TOKENIZER_FILE))
+    tokenizer = load_tokenizer(data_dir)
+    initial = _initial_model_config(config, data_dir)
     if chief:
-        shutil.copyfile(os.path.join(data_dir, TOKENIZER_FILE),
-                        os.path.join(output_dir, TOKENIZER_FILE))
+        copy_tokenizer(data_dir, output_dir)
     data = training_data(data_dir, config, distribution)
 
     def new_model():
         with distribution.scope():
-            model = build_transformer(config.preset, vocabulary_size=tokenizer.vocabulary_size,
-                                      **config.model_overrides)
+            if config.initial_model:
+                model = _load_initial_model(config.initial_model)
+            else:
+                model = build_transformer(config.preset,
+                                          vocabulary_size=tokenizer.vocabulary_size,
+                                          **config.model_overrides)
             compile_transformer(model, warmup_steps=config.warmup_steps,
                                 learning_rate_scale=config.learning_rate_scale,
                                 label_smoothing=config.label_smoothing,
@@ -138,7 +142,8 @@ def train(data_dir, output_dir, config=None, **settings):
 
     config, precision_auto = _precision(config, saved, new_model, data, distribution)
     if chief:
-        _write_config(output_dir, config, tokenizer.vocabulary_size, data_dir, precision_auto)
+        _write_config(output_dir, config, tokenizer.vocabulary_size, data_dir, precision_auto,
+                      generation=initial.get("generation"))
     model = new_model()
     with distribution.scope():
         steps_done = _restore_backup(model, os.path.join(output_dir, BACKUP_DIR), data)
@@ -361,10 +366,43 @@ def _resume_config(output_dir, saved, config, given):
     return dataclasses.replace(config, **kept)
 
 
-def _write_config(output_dir, config, vocabulary_size, data_dir, precision_auto=None):
+def _initial_model_config(config, data_dir):
+    """The `config.json` of `--initial-model` (`{}` without one), once it is checked to
+    read the data folder's tokenizer and to take no model overrides."""
+    if not config.initial_model:
+        return {}
+    check_model_folder(config.initial_model, "initial_model")
+    if tokenizer_md5(config.initial_model) != tokenizer_md5(data_dir):
+        raise ValueError(
+            f"The data in `{data_dir}` was tokenized with another tokenizer than the "
+            f"initial model `{config.initial_model}` reads. Prepare it with "
+            f"`keras-transformer prepare --tokenizer {config.initial_model} ...`.")
+    if config.model_overrides:
+        raise ValueError(
+            f"Model overrides ({sorted(config.model_overrides)}) cannot change the "
+            f"architecture of --initial-model {config.initial_model}; drop them.")
+    return _read_config(config.initial_model) or {}
+
+
+def _load_initial_model(model_dir):
+    """The model of `model_dir`, rebuilt under the current dtype policy (`--precision`)."""
+    import keras_transformer.models  # noqa: F401  (registers the serializable classes)
+    from keras_transformer.models.transformer import Transformer
+
+    saved = keras.models.load_model(os.path.join(model_dir, MODEL_FILE), compile=False)
+    model_config = {**saved.get_config(), "dtype": keras.config.dtype_policy().name}
+    model = Transformer.from_config(model_config)
+    model.set_weights(saved.get_weights())
+    return model
+
+
+def _write_config(output_dir, config, vocabulary_size, data_dir, precision_auto=None,
+                  generation=None):
     content = {"vocabulary_size": vocabulary_size, "data_dir": os.path.abspath(data_dir),
                "max_sequence_length": config.max_sequence_length,
                "training": config.to_dict()}
+    if generation:  # an imported model's decoding defaults, kept through fine-tuning
+        content["generation"] = generation
     if precision_auto:  # what `--precision auto` measured when the folder was started
         content[PRECISION_AUTO_KEY] = precision_auto
     with open(os.path.join(output_dir, CONFIG_FILE), "w", encoding="utf-8") as file:
