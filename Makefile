@@ -12,7 +12,7 @@ BENCH_MINUTES ?= 12
 # wheel would pull several GB of CUDA libraries). A backend that cannot be installed is
 # skipped with its reason, visibly.
 BACKEND_TESTS := tests/layers tests/models tests/losses tests/metrics tests/optimizers \
-	tests/generation
+	tests/generation tests/importers
 BACKENDS_STAMP := $(VENV)/.backends
 TORCH_CPU ?= torch==2.13.0+cpu
 

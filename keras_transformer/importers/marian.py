@@ -245,12 +245,19 @@ def read_weights(snapshot_dir):
             f"No weights in the snapshot `{snapshot_dir}`: expected one of "
             f"{', '.join(WEIGHT_FILES)}.")
     if name.endswith(".safetensors"):
-        from safetensors.numpy import load_file
-
+        try:
+            from safetensors.numpy import load_file
+        except ImportError as error:
+            raise ImportError(f"Reading {name} needs safetensors: pip install "
+                              "\"keras-transformer[marian]\".") from error
         tensors = load_file(path)
     else:
-        import torch
-
+        try:
+            import torch
+        except ImportError as error:
+            raise ImportError(f"Reading {name} needs PyTorch: pip install torch (a CPU "
+                              "build: torch==2.13.0+cpu), or convert the snapshot to "
+                              "model.safetensors.") from error
         state = torch.load(path, map_location="cpu", weights_only=True)
         tensors = {key: value.float().numpy() for key, value in state.items()}
     return {key.removeprefix("model."): np.asarray(value, "float32")
