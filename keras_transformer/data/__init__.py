@@ -42,14 +42,17 @@ if TYPE_CHECKING:  # static tools (docs, IDEs) see the names; they load lazily
     from keras_transformer.data.sources import CleaningRules
     from keras_transformer.data.split import is_sentence_pair, sentence_pairs_only, split_pairs
     from keras_transformer.data.token_store import TokenStore, tokenize_folder
+    from keras_transformer.data.marian_tokenizer import MarianTokenizer
     from keras_transformer.data.tokenizer import Tokenizer, train_tokenizer
+    from keras_transformer.data.tokenizer_files import load_tokenizer
 
 
 # Corpora, the split, the tokenizer and the NumPy batcher run on every backend; the
 # `tf.data` pipeline and the padding report load TensorFlow when first used.
 _MODULES = {
     "corpora": ["DING_PATH", "clean_ding_entry", "default_ding_path", "load_ding",
-                "load_parallel", "load_tsv", "parse_ding", "write_tsv"],
+                "load_parallel",
+    "load_tokenizer", "load_tsv", "parse_ding", "write_tsv"],
     "pipeline": ["batch_by_token_budget", "encode_pairs", "make_dataset", "store_dataset",
                  "teacher_forcing"],
     "batch_plan": ["BatchPlan", "StoreBatches"],
@@ -60,12 +63,15 @@ _MODULES = {
     "report": ["batch_statistics", "compare_padding", "unknown_share"],
     "split": ["is_sentence_pair", "sentence_pairs_only", "split_pairs"],
     "tokenizer": ["Tokenizer", "train_tokenizer"],
+    "marian_tokenizer": ["MarianTokenizer"],
+    "tokenizer_files": ["load_tokenizer"],
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _MODULES)
 
 __all__ = [
     "BatchPlan",
     "CleaningRules",
+    "MarianTokenizer",
     "DING_PATH",
     "NumpyBatches",
     "Tokenizer",
@@ -79,6 +85,7 @@ __all__ = [
     "is_sentence_pair",
     "load_ding",
     "load_parallel",
+    "load_tokenizer",
     "load_training_pairs",
     "load_tsv",
     "make_dataset",

@@ -18,6 +18,7 @@ def tokenizer_files(folder):
     """The names of the tokenizer files in `folder` (empty if it has none).
 
     Example:
+    >>> import tempfile
     >>> tokenizer_files(tempfile.mkdtemp())
     ()
     """
@@ -38,6 +39,15 @@ def load_tokenizer(folder):
 
     Raises:
         FileNotFoundError: the folder holds neither, naming both kinds of files.
+
+    Example:
+    >>> import tempfile
+    >>> from keras_transformer.data import train_tokenizer
+    >>> folder = tempfile.mkdtemp()
+    >>> _ = train_tokenizer(["Guten Tag.", "Good day."] * 5,
+    ...                     os.path.join(folder, "tokenizer.model"), vocabulary_size=30)
+    >>> type(load_tokenizer(folder)).__name__, tokenizer_files(folder)
+    ('Tokenizer', ('tokenizer.model',))
     """
     files = tokenizer_files(folder)
     if files == MARIAN_FILES:

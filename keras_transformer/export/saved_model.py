@@ -10,7 +10,8 @@ TensorFlow-specific). It holds three signatures:
 - `nbest`: input `text`; outputs `translations` (`tf.string` `[None, K]`),
   `token_ids` (int32 `[None, K, None]`) and `scores` (float32 `[None, K]`), best first.
 - `metadata`: no input; outputs `metadata` (a JSON string with the decoding settings
-  fixed at export time) and `tokenizer_model` (the SentencePiece model's bytes).
+  fixed at export time) and `tokenizer_model` (the SentencePiece model's bytes; empty
+  for an imported OPUS-MT model, whose two models and vocabulary are in the graph).
 
 Decoding is beam search (Section 6.1) with the same cached decoder step and the
 same search-input policy (`generation/search_input.py`: padding and length limit)
@@ -237,6 +238,8 @@ def export_saved_model(
     max_length = saved.get("max_length") if max_length is None else max_length
     if max_length_offset is None:
         max_length_offset = saved.get("max_length_offset", MAX_LENGTH_OFFSET)
+    if no_repeat_ngram_size is None:
+        no_repeat_ngram_size = saved.get("no_repeat_ngram_size")
     length_penalty = saved.get("length_penalty", "gnmt")
     force_end = bool(saved.get("force_end", False))
     banned_ids = check_banned_ids(saved.get("banned_ids"), model.vocabulary_size)

@@ -176,6 +176,13 @@ def model_options(config):
     if config["d_model"] % config["encoder_attention_heads"]:
         raise _unsupported("encoder_attention_heads", config["encoder_attention_heads"],
                            f"it must divide d_model ({config['d_model']})")
+    if config.get("activation_dropout"):
+        logger.warning(
+            "config.json sets activation_dropout=%s: this model has no dropout after the "
+            "feed-forward activation, so fine-tuning drops out less (dropout=%s and "
+            "attention_dropout=%s are kept). Translation is unaffected.",
+            config["activation_dropout"], config.get("dropout", 0.1),
+            config.get("attention_dropout", 0.0))
     return {
         "num_layers": config["encoder_layers"],
         "hidden_dim": config["d_model"],
