@@ -308,7 +308,7 @@ def _add_export(subparsers):
                     "with signatures serving_default (text -> translation, token_ids, scores), "
                     "nbest and metadata; it loads with TensorFlow and tensorflow_text alone. "
                     "--format ctranslate2 writes a folder that ctranslate2.Translator loads, "
-                    "with tokenizer.model beside it (pip install "
+                    "with the tokenizer files beside it (pip install "
                     "\"keras-transformer[ctranslate2]\"). See docs/guides/export.md.",
     )
     parser.add_argument("--model", required=True, metavar="MODEL_DIR")

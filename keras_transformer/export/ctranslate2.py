@@ -1,23 +1,30 @@
 """`export_ctranslate2`: a model folder for CTranslate2, the engine of OpenNMT and fairseq users.
 
-The export writes a folder that `ctranslate2.Translator(path)` loads, with the
-SentencePiece model beside it. It maps our weights onto CTranslate2's own
+The export writes a folder that `ctranslate2.Translator(path)` loads, with the model
+folder's tokenizer files beside it. It maps our weights onto CTranslate2's own
 `TransformerSpec` and lets CTranslate2 quantize and save them (`ctranslate2` is an
-optional dependency: `pip install "keras-transformer[ctranslate2]"`).
+optional dependency: `pip install "keras-transformer[ctranslate2]"`). It takes a folder
+written by training or by `import_marian` (an OPUS-MT model).
 
 How our model maps onto the spec:
 
 - One embedding matrix is the encoder's, the decoder's and the output projection's
-  (Section 3.4); CTranslate2 stores it once. Both scale embeddings by `sqrt(d_model)`.
+  (Section 3.4); CTranslate2 stores it once. An imported model with separate
+  vocabularies (`source_vocabulary_size`) has its own encoder embedding and a source
+  vocabulary apart. Both scale embeddings by `sqrt(d_model)`.
 - The position table is written out: our sinusoids (sines and cosines interleaved, as
-  in Section 3.5) for `max_sequence_length + 50` positions, or the learned embeddings.
-  CTranslate2's built-in sinusoids put all sines before all cosines, so they are
-  never used.
-- Post-LN (the paper) or pre-LN with a final LayerNorm per stack (`normalize_first`).
+  in Section 3.5, or in two halves for imported models) for `max_sequence_length + 50`
+  positions, or the learned embeddings. CTranslate2's built-in sinusoids are never used.
+- Post-LN (the paper) or pre-LN with a final LayerNorm per stack (`normalize_first`);
+  the model's activation (ReLU, GELU, or SiLU as CTranslate2's SWISH) and LayerNorm
+  epsilon.
 - The query, key and value projections are fused as CTranslate2 expects: `[Q; K; V]`
   for self-attention, `Q` and `[K; V]` for cross-attention.
-- The vocabulary is the SentencePiece pieces; CTranslate2 appends `</s>` (`END_ID`) to
-  each source and starts each output with `<s>` (`START_ID`), as our `Translator` does.
+- An imported model's fixed logits bias (Marian's `final_logits_bias`) is the output
+  projection's bias.
+- The vocabulary is the tokenizer's pieces in id order; CTranslate2 appends the end
+  piece (`END_ID`) to each source and starts each output with the start piece
+  (`START_ID`), as our `Translator` does.
 
 A model CTranslate2 cannot represent (an activation it lacks, a Keras-quantized model,
 weights the mapping does not know) stops the export with a `ValueError` naming the
@@ -25,10 +32,23 @@ option, before anything is written. The folder is written beside `output_dir` an
 renamed into place at the end, so a failure leaves no half-written export.
 
 Decoding that matches ours: translate source pieces (no end token; CTranslate2 adds it)
-with `length_penalty=0` against our `alpha=0` (CTranslate2 divides by `length ** alpha`,
-we by GNMT's `((5 + length) / 6) ** alpha`), `max_decoding_length` equal to our
-`max_length`, and `suppress_sequences=[["<pad>"], ["<s>"]]` (our decoding never emits
-padding or a second start token). See the export guide for the measured agreement.
+with `max_decoding_length` equal to our `max_length` and `min_decoding_length=0`.
+
+- Our own models: `length_penalty=0` against our `alpha=0` (CTranslate2 divides by
+  `length ** alpha`, we by GNMT's `((5 + length) / 6) ** alpha`) and
+  `suppress_sequences=[["<pad>"], ["<s>"]]` (our decoding never emits padding or a
+  second start token). Tokenize with `tokenizer.model`, as in the example below.
+- Imported models: `length_penalty` equal to the folder's `alpha` (config.json's
+  `"generation"`; CTranslate2's rule is Hugging Face's `"average"`) and no
+  `suppress_sequences` (CTranslate2 refuses `"<s>"`, which OPUS-MT vocabularies lack):
+  padding, the start placeholder and the banned ids get probability 0 through the
+  output bias. `source.spm` splits the text into pieces, CTranslate2 takes the pieces,
+  and `target.spm` decodes its output pieces (see the second example; or use
+  `MarianTokenizer`, with its `source_pieces` and `target_pieces`, for Hugging Face's
+  handling of language codes). Hugging Face's `forced_eos_token_id` has no CTranslate2
+  option: an output that reaches `max_decoding_length` ends without the end token.
+
+See the export guide for the measured agreement.
 
 Example:
 ```python
@@ -43,22 +63,41 @@ pieces = tokenizer.encode(["Guter Wein muss reifen."], out_type=str)
 result = translator.translate_batch(pieces, beam_size=4)
 tokenizer.decode(result[0].hypotheses[0])
 ```
+
+An imported OPUS-MT model:
+```python
+export_ctranslate2("runs/opus-mt-de-en", "exports/opus-mt-de-en-ct2")
+
+translator = ctranslate2.Translator("exports/opus-mt-de-en-ct2")
+source = sentencepiece.SentencePieceProcessor(
+    model_file="exports/opus-mt-de-en-ct2/source.spm")
+target = sentencepiece.SentencePieceProcessor(
+    model_file="exports/opus-mt-de-en-ct2/target.spm")
+pieces = source.encode(["Guter Wein muss reifen."], out_type=str)
+result = translator.translate_batch(pieces, beam_size=4, length_penalty=1.0)
+# Pieces that target.spm lacks (from a shared vocabulary) keep their "▁" in decode_pieces.
+target.decode_pieces(result[0].hypotheses[0]).replace("▁", " ").strip()
+```
 """
 
+import json
 import os
 import shutil
 import tempfile
 
 import numpy as np
 
-from keras_transformer.folders import MODEL_FILE, TOKENIZER_FILE, check_model_folder
+from keras_transformer.folders import CONFIG_FILE, MODEL_FILE, check_model_folder
 from keras_transformer.generation.search_input import MAX_LENGTH_OFFSET
-from keras_transformer.special_tokens import END_ID, START_ID, UNK_ID
+from keras_transformer.special_tokens import END_ID, PAD_ID, START_ID, UNK_ID
 
 INSTALL_HINT = 'pip install "keras-transformer[ctranslate2]"'
 # Keras activation names -> CTranslate2's `Activation` members.
 ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "silu": "SWISH", "swish": "SWISH",
                "tanh": "Tanh", "sigmoid": "Sigmoid"}
+# The output bias of a token never generated: float16's lowest, so it stays finite in
+# every CTranslate2 weight type, and far enough below any logit to get probability 0.
+NEVER_BIAS = float(np.finfo(np.float16).min)
 
 
 def _import_ctranslate2():
@@ -164,7 +203,8 @@ def _position_table(model, take, name):
 
     layer = getattr(model, name)
     positions = np.arange(model.max_sequence_length + MAX_LENGTH_OFFSET)
-    return np.asarray(sinusoids(positions, model.hidden_dim, layer.max_wavelength), "float32")
+    return np.asarray(sinusoids(positions, model.hidden_dim, layer.max_wavelength,
+                                layout=layer.layout), "float32")
 
 
 def _check_supported(model):
@@ -182,25 +222,58 @@ def _check_supported(model):
         )
 
 
-def build_spec(model, pieces):
+def _check_vocabulary(pieces, size, vocabulary):
+    if len(pieces) != size:
+        raise ValueError(
+            f"The tokenizer has {len(pieces)} pieces for the model's {vocabulary} of {size} "
+            "ids: the model and its tokenizer must come from the same training run or "
+            "import.")
+
+
+def build_spec(model, pieces, target_pieces=None, banned_ids=()):
     """A validated `ctranslate2.specs.TransformerSpec` holding `model`'s weights.
 
     Args:
         model: a `keras_transformer.Transformer`.
-        pieces: list of str. The SentencePiece piece of each id (the vocabulary).
+        pieces: list of str. The piece of each source id (the source vocabulary); also
+            the target vocabulary unless `target_pieces` is given.
+        target_pieces: list of str or `None`. The piece of each target id, for a model
+            with its own source vocabulary (`source_vocabulary_size`).
+        banned_ids: ids, beside `PAD_ID` and `START_ID`, that CTranslate2 must never
+            generate; needs a model with `output_bias` (an imported model).
 
     Raises:
-        ValueError: the model has an option CTranslate2 cannot represent.
+        ValueError: the model has an option CTranslate2 cannot represent, or the
+            vocabularies do not fit it.
     """
     _import_ctranslate2()
     from ctranslate2.specs import common_spec, transformer_spec
 
     _check_supported(model)
-    if len(pieces) != model.vocabulary_size:
+    if model.source_vocabulary_size is None:
+        if target_pieces is not None and list(target_pieces) != list(pieces):
+            raise ValueError(
+                "The model has one vocabulary for both sides, but `target_pieces` differs "
+                "from `pieces`: pass the pieces once (`target_pieces=None`).")
+        _check_vocabulary(pieces, model.vocabulary_size, "vocabulary")
+        target_pieces = pieces
+    else:
+        if target_pieces is None:
+            raise ValueError(
+                "The model has separate source and target vocabularies "
+                f"(source_vocabulary_size={model.source_vocabulary_size}): pass the target "
+                "pieces as `target_pieces`.")
+        _check_vocabulary(pieces, model.source_vocabulary_size, "source vocabulary")
+        _check_vocabulary(target_pieces, model.vocabulary_size, "target vocabulary")
+    banned_ids = sorted({int(i) for i in banned_ids})
+    if banned_ids and not model.output_bias:
         raise ValueError(
-            f"The tokenizer has {len(pieces)} pieces but the model's `vocabulary_size` is "
-            f"{model.vocabulary_size}: they must come from the same training run."
-        )
+            "`banned_ids` needs a model with `output_bias=True` (an imported model): "
+            "CTranslate2 bans tokens through the output bias. Pass `suppress_sequences` "
+            f"to `translate_batch` instead. Received: banned_ids={banned_ids}")
+    if any(not 0 <= i < model.vocabulary_size for i in banned_ids):
+        raise ValueError(f"`banned_ids` must be target ids, 0 to {model.vocabulary_size - 1}. "
+                         f"Received: banned_ids={banned_ids}")
     spec = transformer_spec.TransformerSpec.from_config(
         model.num_layers,
         model.num_heads,
@@ -209,9 +282,11 @@ def build_spec(model, pieces):
     )
     take = _Weights(_weights(model))
     embeddings = take("token_embedding/embeddings")
+    source_embeddings = (take("source_token_embedding/embeddings")
+                         if model.source_vocabulary_size else embeddings)
+    spec.encoder.embeddings[0].weight = source_embeddings
+    spec.decoder.embeddings.weight = embeddings
     for stack, blocks in ((spec.encoder, "encoder"), (spec.decoder, "decoder")):
-        stack_embeddings = stack.embeddings[0] if blocks == "encoder" else stack.embeddings
-        stack_embeddings.weight = embeddings
         stack.scale_embeddings = True  # x sqrt(d_model), Section 3.4
         stack.position_encodings.encodings = _position_table(
             model, take, f"{blocks}_position_embedding")
@@ -225,20 +300,55 @@ def build_spec(model, pieces):
                 _set_attention(layer.attention, take, f"{path}/cross_attention", False)
                 _set_layer_norm(layer.attention.layer_norm, take, f"{path}/cross_attention_norm")
             _set_feed_forward(layer.ffn, take, path)
-    spec.decoder.projection.weight = embeddings  # tied, no bias (Section 3.4)
+    spec.decoder.projection.weight = embeddings  # tied (Section 3.4)
+    if model.output_bias:
+        # Our decoding masks padding, the start token and the banned ids before the
+        # softmax; CTranslate2 gets the same from the bias, with no option to pass.
+        bias = take("token_embedding/logits_bias").copy()
+        bias[[PAD_ID, START_ID, *banned_ids]] = NEVER_BIAS
+        spec.decoder.projection.bias = bias
     take.check_all_used()
 
-    spec.config.unk_token = pieces[UNK_ID]
-    spec.config.bos_token = pieces[START_ID]
-    spec.config.eos_token = pieces[END_ID]
-    spec.config.decoder_start_token = pieces[START_ID]
+    spec.config.unk_token = target_pieces[UNK_ID]
+    spec.config.bos_token = target_pieces[START_ID]
+    spec.config.eos_token = target_pieces[END_ID]
+    spec.config.decoder_start_token = target_pieces[START_ID]
     spec.config.add_source_bos = False
     spec.config.add_source_eos = True  # sources end with END_ID, as `Translator.tokenize`
     spec.config.layer_norm_epsilon = float(model.layer_norm_epsilon)
     spec.register_source_vocabulary(pieces)
-    spec.register_target_vocabulary(pieces)
+    spec.register_target_vocabulary(target_pieces)
     spec.validate()
     return spec
+
+
+def _check_marian_files(model_dir):
+    from keras_transformer.data.tokenizer_files import MARIAN_FILES
+
+    present = [name for name in MARIAN_FILES if os.path.isfile(os.path.join(model_dir, name))]
+    if present and len(present) < len(MARIAN_FILES):
+        missing = [name for name in MARIAN_FILES if name not in present]
+        raise FileNotFoundError(
+            f"`model_dir` holds part of an imported model's tokenizer: {', '.join(missing)} "
+            "missing. Import the model again (`keras-transformer import --force`). "
+            f"Received: model_dir={model_dir!r}")
+
+
+def _read_tokenizer(model_dir):
+    """`(source pieces, target pieces or None, banned ids)` of a model folder."""
+    from keras_transformer.data.marian_tokenizer import MarianTokenizer
+    from keras_transformer.data.tokenizer_files import load_tokenizer
+
+    tokenizer = load_tokenizer(model_dir)
+    if not isinstance(tokenizer, MarianTokenizer):  # our SentencePiece `Tokenizer`
+        return [tokenizer.id_to_piece(i) for i in range(tokenizer.vocabulary_size)], None, ()
+    banned_ids = ()
+    config_path = os.path.join(model_dir, CONFIG_FILE)
+    if os.path.isfile(config_path):
+        with open(config_path, encoding="utf-8") as file:
+            banned_ids = (json.load(file).get("generation") or {}).get("banned_ids") or ()
+    target_pieces = None if tokenizer.shared else tokenizer.target_pieces
+    return tokenizer.source_pieces, target_pieces, banned_ids
 
 
 def export_ctranslate2(model_dir, output_dir, quantization=None, force=False):
@@ -246,9 +356,12 @@ def export_ctranslate2(model_dir, output_dir, quantization=None, force=False):
 
     Args:
         model_dir: str. A model folder written by training (model.keras,
-            tokenizer.model, config.json).
+            tokenizer.model, config.json) or by `import_marian` (model.keras,
+            source.spm, target.spm, vocabulary.json, config.json).
         output_dir: str. The folder to write: CTranslate2's `model.bin`, `config.json`
-            and `shared_vocabulary.json`, plus a copy of `tokenizer.model`.
+            and `shared_vocabulary.json` (`source_vocabulary.json` and
+            `target_vocabulary.json` for separate vocabularies), plus a copy of the
+            tokenizer files of `model_dir`.
         quantization: str or `None`. CTranslate2's weight type: `"int8"`,
             `"int8_float32"`, `"int8_float16"`, `"int8_bfloat16"`, `"int16"`,
             `"float16"`, `"bfloat16"` or `"float32"`. `None` (the default) keeps float32.
@@ -258,7 +371,7 @@ def export_ctranslate2(model_dir, output_dir, quantization=None, force=False):
         `output_dir`.
 
     Raises:
-        FileNotFoundError: `model_dir` is missing or lacks model.keras or tokenizer.model.
+        FileNotFoundError: `model_dir` is missing or lacks model.keras or a tokenizer.
         ValueError: an unknown `quantization`, a non-empty `output_dir` without `force`,
             or a model option CTranslate2 cannot represent (named in the message).
         ImportError: `ctranslate2` is not installed.
@@ -281,6 +394,7 @@ def export_ctranslate2(model_dir, output_dir, quantization=None, force=False):
     True
     """
     model_dir, output_dir = os.fspath(model_dir), os.fspath(output_dir)
+    _check_marian_files(model_dir)
     check_model_folder(model_dir, "model_dir")
     _import_ctranslate2()
     from ctranslate2.converters import Converter
@@ -296,13 +410,11 @@ def export_ctranslate2(model_dir, output_dir, quantization=None, force=False):
     import keras
 
     import keras_transformer.models  # noqa: F401  (registers the serializable classes)
-    from keras_transformer.data.tokenizer import Tokenizer
+    from keras_transformer.data.tokenizer_files import copy_tokenizer
 
-    tokenizer_path = os.path.join(model_dir, TOKENIZER_FILE)
-    tokenizer = Tokenizer.from_file(tokenizer_path)
-    pieces = [tokenizer.id_to_piece(i) for i in range(tokenizer.vocabulary_size)]
+    pieces, target_pieces, banned_ids = _read_tokenizer(model_dir)
     model = keras.models.load_model(os.path.join(model_dir, MODEL_FILE))
-    spec = build_spec(model, pieces)
+    spec = build_spec(model, pieces, target_pieces, banned_ids)
 
     class _SpecConverter(Converter):
         def _load(self):
@@ -316,7 +428,7 @@ def export_ctranslate2(model_dir, output_dir, quantization=None, force=False):
     try:
         staging = os.path.join(staging_root, "new")
         _SpecConverter().convert(staging, quantization=quantization)
-        shutil.copyfile(tokenizer_path, os.path.join(staging, TOKENIZER_FILE))
+        copy_tokenizer(model_dir, staging)
         if os.path.lexists(target):  # empty, or replaced with `force`
             os.replace(target, os.path.join(staging_root, "old"))
         os.replace(staging, target)
