@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # static tools (docs, IDEs) see the names; they load lazily
         parse_ding,
         write_tsv,
     )
+    from keras_transformer.data.marian_tokenizer import MarianTokenizer
     from keras_transformer.data.pipeline import (
         batch_by_token_budget,
         encode_pairs,
@@ -42,7 +43,6 @@ if TYPE_CHECKING:  # static tools (docs, IDEs) see the names; they load lazily
     from keras_transformer.data.sources import CleaningRules
     from keras_transformer.data.split import is_sentence_pair, sentence_pairs_only, split_pairs
     from keras_transformer.data.token_store import TokenStore, tokenize_folder
-    from keras_transformer.data.marian_tokenizer import MarianTokenizer
     from keras_transformer.data.tokenizer import Tokenizer, train_tokenizer
     from keras_transformer.data.tokenizer_files import load_tokenizer
 
