@@ -65,8 +65,11 @@ class TokenEmbedding(keras.layers.Layer):
         if reverse:
             kernel = ops.cast(self.embeddings, self.compute_dtype)
             hidden_states = ops.cast(inputs, self.compute_dtype)
+            # An einsum contracting the kernel's last axis, not `matmul(x, transpose(E))`:
+            # XLA on JAX copied the transposed (V, D) matrix at every decoding step
+            # (about 60% of a greedy step's kernel time with a 58k vocabulary).
             logits = apply_token_wise(
-                lambda tokens: ops.matmul(tokens, ops.transpose(kernel)), hidden_states
+                lambda tokens: ops.einsum("td,vd->tv", tokens, kernel), hidden_states
             )
             logits = ops.cast(logits, "float32")
             if self.logits_bias is not None:

@@ -1,0 +1,664 @@
+"""Decoding speed of an OPUS-MT-size Marian model: ours against `transformers` and CTranslate2.
+
+Same weights, same sentences, interleaved passes. The model is a random `MarianMTModel` of
+OPUS-MT's real size (d_model 512, 6+6 layers, 8 heads, FF 2048, a 58,101-entry
+vocabulary), written as a Hugging Face snapshot by the importer tests' fixture
+(`tests/importers/marian_fixtures.write_marian_snapshot`): its two SentencePiece models
+stay small, and `vocab.json` is padded with synthetic pieces (`▁synthetic…`, never
+produced by the spm models) up to the vocabulary size, so the embeddings and the output
+projection have the real size. Rows, every one from that snapshot:
+
+- ours on TensorFlow (`kt.generate`, XLA), on JAX (`jax.jit`) and on PyTorch (the
+  no-gradient eager loop): each backend's fastest path, on the model `import_marian`
+  wrote (float32); the goal lines take the fastest of the three;
+- `transformers`' `MarianMTModel.generate` (PyTorch, `num_beams`, `early_stopping=True`),
+  the runtime most OPUS-MT users have today;
+- CTranslate2 float32, converted by its own `TransformersConverter`.
+
+Settings: greedy at batch 1 and beam 4 at batch 32 (`--settings`), on the first
+`--sentences` synthetic sources (1 or 2 of the fixture's sentences each; one count, or
+one per setting). Every row decodes alike: the same source ids (Hugging Face's
+tokenizer, end token included), the same length-sorted batches, at most `--max-length`
+new tokens (64), Hugging Face's length penalty 1.0 (`"average"`: ours `alpha=1`,
+CTranslate2 `length_penalty=1`), `<pad>` never generated, and no forced end token
+(OPUS-MT sets `forced_eos_token_id`, which CTranslate2 has no option for; it only
+changes the last token at the limit). A random model rarely emits the end token, so
+nearly every output runs to the limit: every row then does the same work (the same
+number of decoder steps over the same batches), which a speed measure needs, while the
+outputs themselves mean nothing (the end token's logit bias is left as it is: raising
+it would not make a random model's lengths realistic, only ragged). For the same
+reason ours pass `shrink_batch=False`: the default first searches up to the longest
+source + 8 tokens and, when outputs are still running there, as all are here, searches
+them again (`--shrink-batch` measures that). `same as transformers` counts the outputs
+identical, token for token, to `generate`'s.
+
+Protocol (as `ctranslate2_speed.py`): a fixed number of CPU threads for every row
+(`--threads`, 2: TensorFlow's intra-op pool, `torch.set_num_threads`, CTranslate2's
+`intra_threads`, and for JAX, whose XLA sizes its pool from the CPUs the process may
+use, the process's CPU affinity); each row runs in its own worker process (a Keras
+backend is fixed per process), kept alive across passes and driven over stdin/stdout
+with JSON lines, so compilation stays in the warm-up. Per setting, each row first runs
+an untimed warm-up pass over one batch of each input shape ours compile
+(`warm_up_batches`), then `--repeats` rounds (3), each running every row once in a
+rotated order, so the shared machine's drift reaches all rows alike; the other workers
+wait idle meanwhile. A pass is timed inside its worker: building each batch's input,
+decoding, reading the output ids (no text tokenization, no process communication). The
+table shows each row's median pass: output tokens/s (without the end token, best
+hypothesis) and sentences/s; the ratios compare the median times on the same sentences.
+
+    nice -n 10 python benchmarks/pretrained_speed.py --output runs/pretrained_speed.json
+"""
+
+import argparse
+import datetime
+import functools
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+from ctranslate2_speed import (  # noqa: E402
+    batches_by_length,
+    median_pass,
+    positive_int,
+    setting,
+)
+
+OUR_ROWS = {"tensorflow": "ours, TensorFlow (XLA)", "jax": "ours, JAX (jit)",
+            "torch": "ours, PyTorch (eager)"}
+TRANSFORMERS = "transformers generate"
+CT2 = "CTranslate2 float32"
+ROWS = {**OUR_ROWS, "transformers": TRANSFORMERS, "ctranslate2": CT2}
+SETTINGS = ((1, 1), (4, 32))  # (beam size, batch size)
+LENGTH_PENALTY = 1.0  # Hugging Face's default, OPUS-MT's generation configs keep it
+OPUS_MT_VOCABULARY = 58101  # opus-mt-de-en's vocab_size
+
+
+# --- the snapshot ----------------------------------------------------------------------
+
+
+def build_snapshot(folder, hidden_dim=512, layers=6, heads=8, ffn=2048,
+                   vocabulary_size=OPUS_MT_VOCABULARY, seed=0):
+    """A random OPUS-MT snapshot of the given size in `folder` (the fixture's, its
+    vocabulary padded with synthetic pieces to `vocabulary_size` entries; a smaller size
+    keeps the fixture's own). Returns the vocabulary size."""
+    sys.path.insert(0, ROOT)
+    from tests.importers.marian_fixtures import (
+        ENGLISH_SENTENCES,
+        GERMAN_SENTENCES,
+        spm_pieces,
+        train_spm,
+        write_marian_snapshot,
+    )
+
+    # The fixture's own vocabulary: both spm models' pieces, `</s>`, `<unk>` and `<pad>`.
+    pieces = set(spm_pieces(train_spm(GERMAN_SENTENCES)) + spm_pieces(train_spm(ENGLISH_SENTENCES)))
+    size = max(vocabulary_size, len(pieces) + 3)
+    write_marian_snapshot(folder, shared=True, seed=seed, d_model=hidden_dim, layers=layers,
+                          heads=heads, ffn=ffn, max_positions=512, vocab_size=size,
+                          decoder_vocab_size=size, pad_token_id=size - 1,
+                          decoder_start_token_id=size - 1)
+    path = os.path.join(folder, "vocab.json")
+    with open(path, encoding="utf-8") as file:
+        vocabulary = json.load(file)
+    del vocabulary["<pad>"]
+    for number in range(size - 1 - len(vocabulary)):
+        vocabulary[f"\u2581synthetic{number}"] = len(vocabulary)
+    vocabulary["<pad>"] = size - 1
+    with open(path, "w", encoding="utf-8") as file:
+        json.dump(vocabulary, file, ensure_ascii=False)
+    path = os.path.join(folder, "generation_config.json")
+    with open(path, encoding="utf-8") as file:
+        generation = json.load(file)
+    generation.update(pad_token_id=size - 1, decoder_start_token_id=size - 1,
+                      bad_words_ids=[[size - 1]])
+    with open(path, "w", encoding="utf-8") as file:
+        json.dump(generation, file, indent=2)
+    return size
+
+
+def source_sentences(count, seed=7):
+    """`count` German-like sources of varied length: 1 or 2 of the fixture's sentences
+    (12 to about 50 pieces of its small spm model)."""
+    import random
+
+    sys.path.insert(0, ROOT)
+    from tests.importers.marian_fixtures import GERMAN_WORDS, synthetic_sentences
+
+    parts = synthetic_sentences(GERMAN_WORDS, 2 * count, seed)
+    rng = random.Random(seed)
+    return [" ".join(parts[2 * i : 2 * i + rng.randint(1, 2)]) for i in range(count)]
+
+
+# --- the rows, each in its own worker process -----------------------------------------
+
+
+def fix_threads(row, threads):
+    """Fix the worker's CPU threads, before its framework starts."""
+    if row == "jax":  # XLA:CPU sizes its pool from the CPUs the process may use
+        cpus = sorted(os.sched_getaffinity(0))
+        if threads < len(cpus):
+            os.sched_setaffinity(0, cpus[:threads])
+    if row in ("torch", "transformers"):
+        import torch
+
+        torch.set_num_threads(threads)
+        torch.set_num_interop_threads(1)
+    if row == "tensorflow":
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+
+
+def ours_decoder(snapshot, model_dir, shrink_batch=False):
+    """`decode(batch of Marian id lists, beam size, max length) -> Marian id lists` with our
+    `generate` on the running backend, and `prepare(ids)` (Marian ids -> ours, untimed)."""
+    import numpy as np
+
+    from keras_transformer.data.marian_tokenizer import MarianTokenizer
+    from keras_transformer.generation import Translator, generate
+    from keras_transformer.special_tokens import END_ID, PAD_ID
+
+    translator = Translator.from_directory(model_dir)
+    orders = MarianTokenizer.from_snapshot(snapshot)
+    source = {marian: ours for ours, marian in reversed(list(enumerate(orders.source_order)))}
+    target = np.asarray(orders.target_order)
+    defaults = dict(translator.generate_options)
+    for name in ("method", "beam_size", "max_length", "max_length_offset", "force_end"):
+        defaults.pop(name, None)
+
+    def prepare(ids):
+        return [source[i] for i in ids]
+
+    def decode(batch, beam_size, max_length):
+        ids = np.full((len(batch), max(map(len, batch))), PAD_ID, "int32")
+        for row, values in enumerate(batch):
+            ids[row, : len(values)] = values
+        out = generate(translator.model, ids, "greedy" if beam_size == 1 else "beam",
+                       beam_size=beam_size, max_length=max_length,
+                       max_length_offset=max_length, force_end=False,
+                       shrink_batch=shrink_batch, **defaults)
+        return [[int(target[i]) for i in row if i not in (PAD_ID, END_ID)]
+                for row in out["token_ids"]]
+
+    return prepare, decode, {"generate_options": {**defaults, "shrink_batch": shrink_batch}}
+
+
+def transformers_decoder(snapshot):
+    """The same for `MarianMTModel.generate` (Marian ids in and out)."""
+    import torch
+    import transformers
+
+    model = transformers.MarianMTModel.from_pretrained(snapshot).eval()
+    config = model.config
+    pad, eos = config.pad_token_id, config.eos_token_id
+
+    # No forced end token (see the module docstring). `generate` fills what a
+    # `GenerationConfig` leaves unset from the model's own, so that one is changed.
+    model.generation_config.forced_eos_token_id = None
+    model.generation_config.max_length = None
+
+    @functools.cache
+    def settings(beam_size, max_length):
+        generation = model.generation_config.to_dict()
+        generation.update(num_beams=beam_size, do_sample=False, max_new_tokens=max_length,
+                          length_penalty=LENGTH_PENALTY, bad_words_ids=[[pad]],
+                          early_stopping=True if beam_size > 1 else None)
+        return transformers.GenerationConfig(**generation)
+
+    def decode(batch, beam_size, max_length):
+        ids = torch.full((len(batch), max(map(len, batch))), pad, dtype=torch.long)
+        for row, values in enumerate(batch):
+            ids[row, : len(values)] = torch.tensor(values)
+        with torch.inference_mode():
+            out = model.generate(input_ids=ids, attention_mask=(ids != pad).long(),
+                                 generation_config=settings(beam_size, max_length))
+        return [[int(i) for i in row[1:] if i not in (pad, eos)] for row in out.tolist()]
+
+    return list, decode, {"attention": getattr(config, "_attn_implementation", None)}
+
+
+def ctranslate2_decoder(snapshot, ct2_dir, threads):
+    """The same for CTranslate2 float32 (pieces in and out, mapped from Marian ids)."""
+    import ctranslate2
+
+    with open(os.path.join(snapshot, "vocab.json"), encoding="utf-8") as file:
+        vocabulary = json.load(file)
+    pieces = {marian: piece for piece, marian in vocabulary.items()}
+    translator = ctranslate2.Translator(ct2_dir, device="cpu", compute_type="float32",
+                                        inter_threads=1, intra_threads=threads)
+
+    def prepare(ids):
+        return [pieces[i] for i in ids]
+
+    def decode(batch, beam_size, max_length):
+        results = translator.translate_batch(
+            batch, beam_size=beam_size, length_penalty=LENGTH_PENALTY,
+            max_decoding_length=max_length, max_input_length=0)
+        return [[vocabulary[piece] for piece in result.hypotheses[0]] for result in results]
+
+    return prepare, decode, {"compute_type": "float32"}
+
+
+def worker(row, snapshot, model_dir, ct2_dir, threads, shrink_batch=False):
+    """A row's worker: answer JSON lines on stdin with JSON lines on stdout.
+
+    Messages: `{"sources": [Marian id lists]}` (kept, prepared untimed), then
+    `{"beam_size", "max_length", "batches": [[sentence indices]]}`, one pass over the
+    batches, answered with `{"seconds", "outputs": [Marian id lists in input order]}`.
+    """
+    protocol = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # library prints go to the log
+    sys.stdout = sys.stderr
+    try:
+        fix_threads(row, threads)
+        if row in OUR_ROWS:
+            prepare, decode, info = ours_decoder(snapshot, model_dir, shrink_batch)
+        elif row == "transformers":
+            prepare, decode, info = transformers_decoder(snapshot)
+        else:
+            prepare, decode, info = ctranslate2_decoder(snapshot, ct2_dir, threads)
+        info["versions"] = versions(row)
+        protocol.write(json.dumps({"ready": True, **info}) + "\n")
+    except Exception:
+        protocol.write(json.dumps({"error": traceback.format_exc()}) + "\n")
+        protocol.flush()
+        return
+    protocol.flush()
+    sources = []
+    for line in sys.stdin:
+        message = json.loads(line)
+        try:
+            if "sources" in message:
+                sources = [prepare(ids) for ids in message["sources"]]
+                answer = {"sources": len(sources)}
+            else:
+                outputs = [None] * len(sources)
+                start = time.perf_counter()
+                for batch in message["batches"]:
+                    decoded = decode([sources[i] for i in batch], message["beam_size"],
+                                     message["max_length"])
+                    for i, ids in zip(batch, decoded, strict=True):
+                        outputs[i] = ids
+                answer = {"seconds": time.perf_counter() - start, "outputs": outputs}
+        except Exception:
+            answer = {"error": traceback.format_exc()}
+        protocol.write(json.dumps(answer) + "\n")
+        protocol.flush()
+
+
+def versions(row):
+    """The versions of the libraries a row runs on."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    names = {"tensorflow": ["keras", "tensorflow"], "jax": ["keras", "jax", "jaxlib"],
+             "torch": ["keras", "torch"], "transformers": ["transformers", "torch"],
+             "ctranslate2": ["ctranslate2"]}[row]
+    found = {}
+    for name in names:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+class Worker:
+    """A row's worker process, its stderr in `log`."""
+
+    def __init__(self, row, args, snapshot, model_dir, ct2_dir, log):
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1",
+               "KERAS_BACKEND": row if row in OUR_ROWS else "torch"}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, env.get("PYTHONPATH")]))
+        self.row, self.log = row, log
+        self.process = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--worker", row, "--snapshot",
+             snapshot, "--model-dir", model_dir, "--ct2-dir", ct2_dir,
+             "--threads", str(args.threads)] + (["--shrink-batch"] if args.shrink_batch else []),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(log, "w"), text=True,
+            env=env)
+
+    def receive(self):
+        line = self.process.stdout.readline()
+        answer = json.loads(line) if line else {"error": "the worker exited"}
+        if "error" in answer:
+            with open(self.log, encoding="utf-8", errors="replace") as file:
+                tail = file.read()[-3000:]
+            raise RuntimeError(f"{ROWS[self.row]} failed:\n{answer['error']}\n"
+                               f"log ({self.log}):\n{tail}")
+        return answer
+
+    def call(self, **message):
+        self.process.stdin.write(json.dumps(message) + "\n")
+        self.process.stdin.flush()
+        return self.receive()
+
+    def close(self):
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+
+# --- the benchmark ---------------------------------------------------------------------
+
+
+def prepare_models(work_dir, args):
+    """The snapshot, our import and CTranslate2's conversion in `work_dir`, reused when a
+    previous run wrote them for the same sizes. Returns `(snapshot, ours, ct2, sizes)`."""
+    sizes = {"hidden_dim": args.hidden_dim, "layers": args.layers, "heads": args.heads,
+             "ffn": args.ffn or 4 * args.hidden_dim, "vocabulary_size": args.vocabulary_size,
+             "seed": args.seed}
+    snapshot, ours, ct2 = (os.path.join(work_dir, name)
+                           for name in ("snapshot", "ours", "ctranslate2"))
+    spec_path = os.path.join(work_dir, "sizes.json")
+    if os.path.exists(spec_path):
+        with open(spec_path) as file:
+            spec = json.load(file)
+        if spec.get("requested") == sizes and all(map(os.path.isdir, (snapshot, ours, ct2))):
+            return snapshot, ours, ct2, spec
+    for folder in (snapshot, ours, ct2):
+        shutil.rmtree(folder, ignore_errors=True)
+    started = time.perf_counter()
+    vocabulary = build_snapshot(snapshot, sizes["hidden_dim"], sizes["layers"],
+                                sizes["heads"], sizes["ffn"], sizes["vocabulary_size"],
+                                sizes["seed"])
+    env = {**os.environ, "KERAS_BACKEND": "torch", "TF_CPP_MIN_LOG_LEVEL": "3",
+           "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))}
+    code = ("import sys; from keras_transformer.importers import import_marian; "
+            "import_marian(sys.argv[1], sys.argv[2])")
+    convert = ("import sys, ctranslate2; ctranslate2.converters.TransformersConverter("
+               "sys.argv[1]).convert(sys.argv[2], force=True)")
+    processes = [subprocess.Popen([sys.executable, "-c", source, snapshot, target], env=env,
+                                  stdout=subprocess.DEVNULL)  # both at once
+                 for source, target in ((code, ours), (convert, ct2))]
+    for process in processes:
+        if process.wait():
+            raise RuntimeError(f"{process.args[:3]} failed (exit status {process.returncode})")
+    spec = {"requested": sizes, **sizes, "vocabulary_size": vocabulary,
+            "preparation_seconds": round(time.perf_counter() - started, 1)}
+    with open(spec_path, "w") as file:
+        json.dump(spec, file)
+    return snapshot, ours, ct2, spec
+
+
+def cpu_info():
+    """The CPU's model name and whether it has avx512_bf16 (and AVX-512, AMX)."""
+    name, flags = platform.processor() or "unknown", set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as file:
+            for line in file:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and name in ("unknown", platform.processor()):
+                    name = value.strip()
+                elif key.strip() == "flags":
+                    flags = set(value.split())
+    except OSError:
+        pass
+    return {"model": name, "cpus": os.cpu_count(), "avx512_bf16": "avx512_bf16" in flags,
+            "avx512f": "avx512f" in flags, "amx_bf16": "amx_bf16" in flags}
+
+
+def setting_name(beam_size, batch_size):
+    """`(4, 32)` -> `"beam4 b32"`, `(1, 1)` -> `"greedy b1"`."""
+    return f"{'greedy' if beam_size == 1 else f'beam{beam_size}'} b{batch_size}"
+
+
+LENGTH_BUCKET = 16  # keras_transformer.generation.search_input's (not imported: no Keras here)
+
+
+def warm_up_batches(batches, sources):
+    """One batch of each input shape our `generate` compiles (sources padded to a multiple
+    of 16 pieces; the batch's rows): the warm-up pass, the same batches for every row.
+
+    Example:
+    >>> warm_up_batches([[0], [1], [2]], [[5] * 20, [5] * 30, [5] * 40])
+    [[0], [2]]
+    """
+    shapes = {}
+    for batch in batches:
+        width = -(-max(len(sources[i]) for i in batch) // LENGTH_BUCKET) * LENGTH_BUCKET
+        shapes.setdefault((width, len(batch)), batch)
+    return list(shapes.values())
+
+
+def sentence_counts(sentences, settings):
+    """`--sentences`: one count for every setting, or one per setting.
+
+    Example:
+    >>> sentence_counts([64], [(1, 1), (4, 32)]), sentence_counts([16, 32], [(1, 1), (4, 32)])
+    ([64, 64], [16, 32])
+    """
+    if len(sentences) == 1:
+        return list(sentences) * len(settings)
+    if len(sentences) != len(settings):
+        raise SystemExit(f"--sentences: give one count, or one per setting ({len(settings)}); "
+                         f"received {len(sentences)}")
+    return list(sentences)
+
+
+def run_benchmark(args):
+    """Build the models, start the workers, run the rounds; the result as a dict."""
+    import transformers
+
+    work_dir = args.work_dir or tempfile.mkdtemp(prefix="pretrained-speed-")
+    os.makedirs(work_dir, exist_ok=True)
+    snapshot, ours_dir, ct2_dir, sizes = prepare_models(work_dir, args)
+    print(f"models ready in {work_dir}: {json.dumps(sizes)}", file=sys.stderr, flush=True)
+    counts = sentence_counts(args.sentences, args.settings)
+    sentences = source_sentences(max(counts))
+    tokenizer = transformers.MarianTokenizer.from_pretrained(snapshot)
+    sources = [list(ids) for ids in tokenizer(sentences)["input_ids"]]  # end token included
+
+    workers, info = {}, {}
+    load = os.getloadavg()
+    started = time.perf_counter()
+    try:
+        for row in args.backends:  # loading in parallel; the timed passes never are
+            workers[row] = Worker(row, args, snapshot, ours_dir, ct2_dir,
+                                  os.path.join(work_dir, f"{row}.log"))
+        for row, process in workers.items():
+            info[ROWS[row]] = process.receive()
+            info[ROWS[row]].pop("ready")
+            process.call(sources=sources)
+        print(f"workers ready after {time.perf_counter() - started:.1f} s", file=sys.stderr,
+              flush=True)
+        rows = []
+        for (beam_size, batch_size), count in zip(args.settings, counts, strict=True):
+            batches = batches_by_length([len(ids) for ids in sources[:count]], batch_size)
+            message = {"beam_size": beam_size, "max_length": args.max_length,
+                       "batches": batches}
+            warm_up = {**message, "batches": warm_up_batches(batches, sources)}
+            for row, process in workers.items():  # warm-up: compiles every shape
+                seconds = process.call(**warm_up)["seconds"]
+                print(f"{setting_name(beam_size, batch_size)} warm-up {ROWS[row]}: "
+                      f"{seconds:.2f} s", file=sys.stderr, flush=True)
+            labels = list(workers)
+            seconds = {row: [] for row in labels}
+            outputs = {}
+            for round_ in range(args.repeats):
+                shift = round_ % len(labels)
+                for row in labels[shift:] + labels[:shift]:
+                    answer = workers[row].call(**message)
+                    seconds[row].append(answer["seconds"])
+                    outputs[row] = answer["outputs"][:count]
+                    print(f"{setting_name(beam_size, batch_size)} round {round_ + 1} "
+                          f"{ROWS[row]}: {answer['seconds']:.2f} s", file=sys.stderr,
+                          flush=True)
+            rows += setting_rows(beam_size, batch_size, seconds, outputs, count)
+    finally:
+        for process in workers.values():
+            process.close()
+    result = {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "cpu": cpu_info(), "threads": args.threads,
+        "sentences": {setting_name(*pair): count
+                      for pair, count in zip(args.settings, counts, strict=True)},
+        "source_pieces": {"min": min(map(len, sources)), "max": max(map(len, sources))},
+        "max_length": args.max_length, "repeats": args.repeats,
+        "model": {key: sizes[key] for key in ("hidden_dim", "layers", "heads", "ffn",
+                                              "vocabulary_size")},
+        "load_average": {"start": [round(x, 2) for x in load],
+                         "end": [round(x, 2) for x in os.getloadavg()]},
+        "seconds": round(time.perf_counter() - started, 1),
+        "work_dir": work_dir, "rows_info": info, "rows": rows,
+    }
+    result["goals"] = goals(rows, args.goal)
+    return result
+
+
+def significant(value, digits=5):
+    """`value` rounded to `digits` significant digits, for the JSON.
+
+    Example:
+    >>> significant(0.00123456), significant(1234.5678)
+    (0.0012346, 1234.6)
+    """
+    return float(f"{value:.{digits}g}")
+
+
+def setting_rows(beam_size, batch_size, seconds, outputs, sentences):
+    """A setting's table rows: each row's median pass, against `transformers`'."""
+    rows = []
+    reference = outputs.get("transformers")
+    base = seconds.get("transformers")
+    base = base[median_pass(base)] if base else None
+    for row, times in seconds.items():
+        median = times[median_pass(times)]
+        tokens = sum(map(len, outputs[row]))
+        entry = {"setting": setting_name(beam_size, batch_size), "beam_size": beam_size,
+                 "batch_size": batch_size, "sentences": sentences, "row": row,
+                 "method": ROWS[row],
+                 "seconds": significant(median), "seconds_runs": list(map(significant, times)),
+                 "output_tokens": tokens,
+                 "tokens_per_second": significant(tokens / median),
+                 "sentences_per_second": significant(sentences / median)}
+        if base is not None:
+            entry["vs_transformers"] = significant(base / median)
+            entry["same_as_transformers"] = round(sum(
+                a == b for a, b in zip(outputs[row], reference, strict=True)) / sentences, 4)
+        rows.append(entry)
+    return rows
+
+
+def goals(rows, goal=2.0):
+    """Per setting: the fastest of ours against `transformers` (met or missed) and against
+    CTranslate2 float32, as ratios of the median passes' times."""
+    lines = []
+    for name in dict.fromkeys(row["setting"] for row in rows):
+        here = {row["row"]: row for row in rows if row["setting"] == name}
+        ours = [here[row] for row in OUR_ROWS if row in here]
+        if not ours:
+            continue
+        best = min(ours, key=lambda row: row["seconds"])
+        entry = {"setting": name, "fastest_ours": best["method"]}
+        if "transformers" in here:
+            ratio = here["transformers"]["seconds"] / best["seconds"]
+            met = "met" if ratio >= goal else "missed"
+            entry.update(vs_transformers=significant(ratio), met=ratio >= goal,
+                         line=f"ours ≥ {goal:g}x transformers ({name}): {met} ({ratio:.2f})")
+        if "ctranslate2" in here:
+            ratio = here["ctranslate2"]["seconds"] / best["seconds"]
+            entry["vs_ctranslate2"] = significant(ratio)
+            entry["ctranslate2_line"] = (f"ours / CTranslate2 float32 ({name}): {ratio:.2f} "
+                                         f"({best['method']})")
+        lines.append(entry)
+    return lines
+
+
+def markdown(result):
+    """The result as a Markdown table, its setup above and the goal lines below."""
+    cpu = result["cpu"]
+    model = result["model"]
+    lines = [
+        f"Random Marian, d_model {model['hidden_dim']}, {model['layers']}+{model['layers']} "
+        f"layers, {model['heads']} heads, FF {model['ffn']}, vocabulary "
+        f"{model['vocabulary_size']:,}; synthetic sources of "
+        f"{result['source_pieces']['min']}-{result['source_pieces']['max']} pieces, "
+        f"at most {result['max_length']} new tokens, {result['threads']} threads, median of "
+        f"{result['repeats']} interleaved passes.",
+        f"CPU: {cpu['model']} ({cpu['cpus']} CPUs; avx512_bf16: "
+        f"{'yes' if cpu['avx512_bf16'] else 'no'}, avx512f: "
+        f"{'yes' if cpu['avx512f'] else 'no'}); load average at the start "
+        f"{result['load_average']['start'][0]:.2f}; {result['date']}",
+        "",
+        "| setting | sentences | method | tokens/s | sentences/s | vs transformers "
+        "| same as transformers | output tokens |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in result["rows"]:
+        ratio, same = row.get("vs_transformers"), row.get("same_as_transformers")
+        lines.append(
+            f"| {row['setting']} | {row['sentences']} | {row['method']} | "
+            f"{row['tokens_per_second']:,.1f} | "
+            f"{row['sentences_per_second']:,.3f} | "
+            f"{'n/a' if ratio is None else f'{ratio:.2f}x'} | "
+            f"{'n/a' if same is None else f'{100 * same:.1f}%'} | {row['output_tokens']:,} |")
+    lines.append("")
+    for goal in result["goals"]:
+        lines += [goal[key] for key in ("line", "ctranslate2_line") if key in goal]
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hidden-dim", type=positive_int, default=512)
+    parser.add_argument("--layers", type=positive_int, default=6, help="encoder and decoder")
+    parser.add_argument("--heads", type=positive_int, default=8)
+    parser.add_argument("--ffn", type=positive_int, default=None,
+                        help="feed-forward size (default: 4 x hidden dim)")
+    parser.add_argument("--vocabulary-size", type=positive_int, default=OPUS_MT_VOCABULARY)
+    parser.add_argument("--seed", type=int, default=0, help="the random weights' seed")
+    parser.add_argument("--sentences", type=positive_int, nargs="+", default=[64],
+                        metavar="N", help="sources per setting: one count for all, or one "
+                        "per setting, e.g. 16 32 (the first N of the same list; default: 64)")
+    parser.add_argument("--max-length", type=positive_int, default=64,
+                        help="most new tokens, every row")
+    parser.add_argument("--threads", type=positive_int, default=2)
+    parser.add_argument("--settings", type=setting, nargs="+", default=SETTINGS,
+                        metavar="BEAMxBATCH", help="beam size x batch size (default: 1x1 4x32)")
+    parser.add_argument("--backends", nargs="+", choices=list(ROWS), default=list(ROWS),
+                        help="which rows to run (default: all)")
+    parser.add_argument("--repeats", type=positive_int, default=3, metavar="N",
+                        help="timed rounds; the table shows each row's median (default: 3)")
+    parser.add_argument("--shrink-batch", action="store_true",
+                        help="ours: generate's default shrink_batch=True (a short first "
+                             "search, wasted when every output runs to the limit)")
+    parser.add_argument("--goal", type=float, default=2.0,
+                        help="the speed-up over transformers to reach (default: 2)")
+    parser.add_argument("--work-dir", default=None, metavar="DIR",
+                        help="where the snapshot, our import and CTranslate2's conversion "
+                             "go; reused by a later run of the same sizes (default: a "
+                             "temporary folder)")
+    parser.add_argument("--output", default=None, metavar="JSON", help="write the result here")
+    parser.add_argument("--worker", choices=list(ROWS), help=argparse.SUPPRESS)
+    parser.add_argument("--snapshot", help=argparse.SUPPRESS)
+    parser.add_argument("--model-dir", help=argparse.SUPPRESS)
+    parser.add_argument("--ct2-dir", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.worker, args.snapshot, args.model_dir, args.ct2_dir, args.threads,
+               args.shrink_batch)
+        return
+    result = run_benchmark(args)
+    if args.output:
+        os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
+        with open(args.output, "w", encoding="utf-8") as file:
+            json.dump(result, file, indent=2)
+    print(markdown(result))
+
+
+if __name__ == "__main__":
+    main()
