@@ -26,7 +26,7 @@ import numpy as np
 import sentencepiece
 
 from keras_transformer.backend import require_tensorflow
-from keras_transformer.data.tokenizer import _file_system, _shared_resource_class
+from keras_transformer.data.tokenizer import _file_system, shared_sentencepiece
 from keras_transformer.special_tokens import END_ID, PAD_ID, START_ID, UNK_ID
 
 SOURCE_MODEL_FILE = "source.spm"
@@ -410,14 +410,9 @@ class MarianTokenizer:
     def _build(self):
         feature = "The in-graph Marian tokenizer (`MarianTokenizer.tokenize`)"
         tf = require_tensorflow(feature)
-        tensorflow_text = require_tensorflow(feature, "tensorflow_text")
 
         def sentencepiece_ops(model_bytes, side):
-            # A shared-name SentencePiece resource, as `Tokenizer._build` makes it and why.
-            ops = tensorflow_text.SentencepieceTokenizer(
-                model=model_bytes, out_type=tf.string, name=f"{self.name}_{side}")
-            ops._model_resource = _shared_resource_class()(model_bytes, f"{self.name}_{side}")
-            return ops
+            return shared_sentencepiece(model_bytes, tf.string, f"{self.name}_{side}")
 
         def table(mapping, default):
             return tf.lookup.StaticHashTable(

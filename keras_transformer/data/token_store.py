@@ -56,6 +56,12 @@ def token_dtype(vocabulary_size):
     return "uint16" if vocabulary_size <= 2**16 else "int32"
 
 
+def _tokenizer_dtype(tokenizer):
+    """The token dtype of both sides (an imported model's source side has its own size)."""
+    return token_dtype(max(tokenizer.vocabulary_size,
+                           getattr(tokenizer, "source_vocabulary_size", 0)))
+
+
 def write_split(data_dir, split, pairs, tokenizer, chunk_size=20_000, progress=False,
                 total=None, reverse=False):
     """Tokenizes `pairs` and writes them as the token files of `split`.
@@ -101,8 +107,7 @@ def write_split(data_dir, split, pairs, tokenizer, chunk_size=20_000, progress=F
 
 
 def _write_partial(partial, pairs, tokenizer, split, chunk_size, progress, total, reverse):
-    dtype = token_dtype(max(tokenizer.vocabulary_size,
-                            getattr(tokenizer, "source_vocabulary_size", 0)))
+    dtype = _tokenizer_dtype(tokenizer)
     offsets, flags = [np.zeros((1, 2), "int64")], []
     counts = np.zeros(2, "int64")
     bar = tqdm.tqdm(total=total, desc=f"Tokenizing {split}", unit=" pairs", file=sys.stderr,
@@ -135,8 +140,7 @@ def _write_partial(partial, pairs, tokenizer, split, chunk_size, progress, total
 def write_manifest(data_dir, splits, tokenizer):
     """Writes `tokens.json`: the dtype, each split's counts, the tokenizer's MD5 and the
     size and modification time of each split's TSV file (the text the ids came from)."""
-    manifest = {"dtype": token_dtype(max(tokenizer.vocabulary_size,
-                                         getattr(tokenizer, "source_vocabulary_size", 0))),
+    manifest = {"dtype": _tokenizer_dtype(tokenizer),
                 "vocabulary_size": tokenizer.vocabulary_size,
                 "tokenizer_md5": tokenizer_md5(data_dir),
                 "texts": _text_stamps(data_dir),

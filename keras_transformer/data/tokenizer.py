@@ -60,6 +60,24 @@ def _shared_resource_class():
     return SharedSentencepieceResource
 
 
+def shared_sentencepiece(model_bytes, out_type, name):
+    """A `tensorflow_text.SentencepieceTokenizer` whose resource has a shared name.
+
+    tensorflow_text creates its SentencePiece resource without a shared name, which
+    makes it private to the kernel that created it, deleted with that kernel.
+    `tf.random.set_seed` (so `keras.utils.set_random_seed`) clears the eager kernel
+    cache, and with it the resource under every `tf.data` pipeline and traced function
+    already holding its handle. A shared name gives the resource to the resource
+    manager; keyed by the model's hash, it serves every same-model tokenizer. Call it
+    under `tf.init_scope()` so the resource is made eagerly, even inside a trace.
+    """
+    tensorflow_text = require_tensorflow("The in-graph tokenizer", "tensorflow_text")
+    tokenizer = tensorflow_text.SentencepieceTokenizer(model=model_bytes, out_type=out_type,
+                                                       name=name)
+    tokenizer._model_resource = _shared_resource_class()(model_bytes, name)
+    return tokenizer
+
+
 class Tokenizer:
     """A SentencePiece tokenizer with the package's fixed special ids.
 
@@ -156,20 +174,8 @@ class Tokenizer:
 
     def _build(self):
         tf = require_tensorflow("The in-graph tokenizer (`Tokenizer.tokenize`)")
-        tensorflow_text = require_tensorflow(
-            "The in-graph tokenizer (`Tokenizer.tokenize`)", "tensorflow_text")
-        # tensorflow_text creates its SentencePiece resource without a shared name, which
-        # makes it private to the kernel that created it, deleted with that kernel.
-        # `tf.random.set_seed` (so `keras.utils.set_random_seed`) clears the eager kernel
-        # cache, and with it the resource under every `tf.data` pipeline and traced
-        # function already holding its handle. A shared name gives the resource to the
-        # resource manager; keyed by the model's hash, it serves every same-model tokenizer.
-        # The resource is made eagerly (`init_scope`), even when first needed in a trace.
-        with tf.init_scope():
-            tokenizer = tensorflow_text.SentencepieceTokenizer(
-                model=self.model_bytes, out_type=tf.int32, name=self.name)
-            tokenizer._model_resource = _shared_resource_class()(self.model_bytes, self.name)
-        return tokenizer
+        with tf.init_scope():  # see `shared_sentencepiece`
+            return shared_sentencepiece(self.model_bytes, tf.int32, self.name)
 
     def tokenize(self, strings):
         """Splits strings into piece ids, without start or end ids (TensorFlow ops).
