@@ -13,9 +13,12 @@ Prints a Markdown table and writes the JSON rows to `--output`.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from common import run_child, table  # noqa: E402
 
 BACKENDS = ("tensorflow", "jax", "torch")
 ATTENTION = ("explicit", "fused")
@@ -71,26 +74,22 @@ def main():
     rows = []
     for backend in BACKENDS:
         for attention in ATTENTION:
-            env = {**os.environ, "KERAS_BACKEND": backend, "KT_ATTENTION": attention,
-                   "TF_CPP_MIN_LOG_LEVEL": "3"}
-            done = subprocess.run([sys.executable, __file__, "--child", "--preset", args.preset,
-                                   "--seconds", str(args.seconds)], env=env,
-                                  capture_output=True, text=True)
-            if done.returncode != 0:
-                print(f"{backend} {attention}: failed\n{done.stderr[-2000:]}", file=sys.stderr)
+            done = run_child([sys.executable, __file__, "--child", "--preset", args.preset,
+                              "--seconds", str(args.seconds)], None,
+                             env={"KERAS_BACKEND": backend, "KT_ATTENTION": attention,
+                                  "TF_CPP_MIN_LOG_LEVEL": "3"})
+            if "error" in done:
+                print(f"{backend} {attention}: failed: {done['error']}", file=sys.stderr)
                 continue
-            row = {"backend": backend, "attention": attention,
-                   **json.loads(done.stdout.strip().splitlines()[-1])}
+            row = {"backend": backend, "attention": attention, **done}
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
-    print(f"| backend | attention | training tokens/s ({args.preset}, float32) | "
-          "greedy batch 1 tokens/s | greedy batch 32 tokens/s |")
-    print("|---|---|---|---|---|")
-    for row in rows:
-        print(f"| {row['backend']} | {row['attention']} | "
-              f"{row['training_tokens_per_second']:,.0f} | "
-              f"{row['greedy_batch_1_tokens_per_second']:,.0f} | "
-              f"{row['greedy_batch_32_tokens_per_second']:,.0f} |")
+    print("\n".join(table(
+        ["backend", "attention", f"training tokens/s ({args.preset}, float32)",
+         "greedy batch 1 tokens/s", "greedy batch 32 tokens/s"],
+        [[row["backend"], row["attention"], f"{row['training_tokens_per_second']:,.0f}",
+          f"{row['greedy_batch_1_tokens_per_second']:,.0f}",
+          f"{row['greedy_batch_32_tokens_per_second']:,.0f}"] for row in rows])))
     if args.output:
         with open(args.output, "w", encoding="utf-8") as file:
             json.dump(rows, file, indent=2)

@@ -17,6 +17,8 @@ tensors for both variants, one process), so the ratio is fair on a shared machin
 
 import argparse
 import json
+import os
+import sys
 import time
 
 import keras
@@ -26,6 +28,10 @@ from keras import ops
 
 from keras_transformer.layers import apply_token_wise
 from keras_transformer.losses import label_smoothed_sparse_categorical_crossentropy
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from common import table  # noqa: E402
 
 
 def milliseconds(function, *args, repeats=20):
@@ -122,14 +128,11 @@ def perplexity_rows(batch, length, vocabulary_size):
 
 
 def markdown(rows, precision):
-    lines = [f"Forward + backward, {precision}, milliseconds (lower is better).", "",
-             "| component | shape | baseline | ms | ours | ms | speed-up |",
-             "|---|---|---|---:|---|---:|---:|"]
-    for row in rows:
-        lines.append(f"| {row['component']} | {row['shape']} | {row['baseline']} | "
-                     f"{row['baseline_ms']:.1f} | {row['ours']} | {row['ours_ms']:.1f} | "
-                     f"{row['baseline_ms'] / row['ours_ms']:.2f}x |")
-    return "\n".join(lines)
+    return "\n".join([f"Forward + backward, {precision}, milliseconds (lower is better).", ""]
+                     + table(["component", "shape", "baseline", "ms", "ours", "ms", "speed-up"],
+                             [[row["component"], row["shape"], row["baseline"],
+                               f"{row['baseline_ms']:.1f}", row["ours"], f"{row['ours_ms']:.1f}",
+                               f"{row['baseline_ms'] / row['ours_ms']:.2f}x"] for row in rows]))
 
 
 def main(argv=None):

@@ -31,7 +31,10 @@ import time
 
 import numpy as np
 
-START = time.monotonic()
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from common import log, machine, table  # noqa: E402
+
 ENV = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2"}
 CLI = "import sys; from keras_transformer.cli import main; sys.exit(main(sys.argv[1:]))"
 DRIVER = """import json, sys, time
@@ -44,23 +47,6 @@ print(json.dumps({"started": started, "called": called, "result": result}, defau
 """
 GIB = 1024  # MiB
 DEEP_EPOCHS = 20  # the deep resume starts mid-way through epoch 20
-
-
-def log(message):
-    print(f"[{time.monotonic() - START:7.1f} s] {message}", file=sys.stderr, flush=True)
-
-
-def machine():
-    """The CPU (first `model name` of /proc/cpuinfo), its cores and avx512_bf16."""
-    cpu, flags = "unknown", ""
-    if os.path.exists("/proc/cpuinfo"):
-        with open("/proc/cpuinfo") as file:
-            lines = file.read().splitlines()
-        cpu = next((line.split(":", 1)[1].strip() for line in lines
-                    if line.startswith("model name")), cpu)
-        flags = next((line for line in lines if line.startswith("flags")), "")
-    return {"cpu": cpu, "cores": os.cpu_count(), "avx512_bf16": "avx512_bf16" in flags.split(),
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
 
 def write_corpus(sentences, size, folder, seed=0):
@@ -334,8 +320,8 @@ def markdown(results):
     header = ["pairs", "mean en words", "prepare s", "prepare MiB", "train 1st step s",
               "train MiB", "resume@10 s", "resume deep s (step)", "plan s",
               "NumPy tok/s", "tf.data tok/s", "x model", "data path MiB (anon + file)"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     model = results["model"]
+    rows = []
     for row in results["rows"]:
         slower = min(row["pipeline_tokens_per_s"], row.get("pipeline_tf_tokens_per_s", np.inf))
         cells = [f"{row['pairs']:,}", f"{row['mean_english_words']:.1f}",
@@ -349,7 +335,8 @@ def markdown(results):
                  f"{row.get('pipeline_rss_mib', float('nan')):.0f} "
                  f"({row.get('pipeline_anon_mib', float('nan')):.0f} + "
                  f"{row.get('pipeline_file_mib', float('nan')):.0f})"]
-        lines.append("| " + " | ".join(cells) + " |")
+        rows.append(cells)
+    lines = table(header, rows)
     m = results["machine"]
     lines += ["", f"`{model['preset']}` trains at {model['tokens_per_s']:,.0f} target tokens/s "
               f"({model['seconds_per_step']:.2f} s a step, {results['tokens_per_batch']:,} "

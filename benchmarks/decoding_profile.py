@@ -3,7 +3,7 @@
 The rows of `ctranslate2_speed.py` (ours, XLA; KerasHub's cached `GreedySampler` /
 `BeamSampler` on the KerasHub-layers copy of the same weights) translate the same
 sentences, sorted by length into batches: once to warm up, `--repeats` timed passes (3)
-with the two sides taking turns (`ctranslate2_speed.timed`), then once each under
+with the two sides taking turns (`common.timed`, in this process), then once each under
 TensorFlow's profiler with XLA's per-kernel trace on. Per sentence, in ms:
 
 - `wall`: the median timed pass (without the profiler);
@@ -38,14 +38,16 @@ import tempfile  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from ctranslate2_speed import (  # noqa: E402
-    KERAS_HUB_CACHED,
-    OURS,
+from common import (  # noqa: E402
     batches_by_length,
+    load_decoding_setup,
+    median_pass,
     positive_int,
     setting,
+    timed,
     translate_all,
 )
+from ctranslate2_speed import KERAS_HUB_CACHED, OURS  # noqa: E402
 from training_profile import under_profiler  # noqa: E402
 
 PARTS = ("wall", "host", "products", "other ops", "waiting")
@@ -99,25 +101,21 @@ def profile(model_dir, sentences=100, settings=((1, 1), (4, 1)), threads=2, max_
             data=None, repeats=3):
     """Per-sentence ms by part for ours and KerasHub's cached sampler in each setting, on
     the first `sentences` sources of `data` (a TSV; default: the model's test split)."""
-    from ctranslate2_speed import (
-        keras_hub_model,
-        keras_hub_runner,
-        load_decoding_setup,
-        median_pass,
-        our_runner,
-        timed,
-    )
+    from ctranslate2_speed import keras_hub_model, keras_hub_runner, our_runner
+
+    from keras_transformer.generation import Translator
 
     sources, _, lengths, tokenizer, model, max_sequence_length = load_decoding_setup(
         model_dir, sentences, data, threads)
     hub = keras_hub_model(model)
+    translator = Translator(model, tokenizer, max_sequence_length=max_sequence_length)
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="decoding-profile-") as work_dir:
         for beam_size, batch_size in settings:
             batches = batches_by_length(lengths, batch_size)
             runners = {
-                OURS: our_runner(model, tokenizer, beam_size, max_length, max_sequence_length),
+                OURS: our_runner(translator, beam_size, max_length),
                 KERAS_HUB_CACHED: keras_hub_runner(hub, tokenizer, beam_size, max_length,
                                                    max_sequence_length, cached=True)}
             # Warm-up (XLA compiles every shape), then the timed passes, taking turns.

@@ -29,6 +29,8 @@ from keras_transformer.generation.step import log_probs_of
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from common import best_rate  # noqa: E402
+
 
 def uncached_greedy(model, length):
     """The tutorial loop: a full forward pass over the prefix per step (graph mode)."""
@@ -48,20 +50,6 @@ def uncached_greedy(model, length):
         return tokens[:, 1:]
 
     return run
-
-
-def tokens_per_second(run, encoder_ids, repeats):
-    """The best of `repeats` timed runs after a warm-up (tracing and compilation).
-
-    The best run, not the mean: on a shared machine other tenants only ever slow a run.
-    """
-    run(encoder_ids)
-    best = 0.0
-    for _ in range(repeats):
-        start = time.perf_counter()
-        count = int(np.sum(run(encoder_ids) != kt.PAD_ID))
-        best = max(best, count / (time.perf_counter() - start))
-    return best
 
 
 def benchmark(preset="small", vocabulary_size=8000, source_length=24, length=32,
@@ -104,7 +92,10 @@ def benchmark(preset="small", vocabulary_size=8000, source_length=24, length=32,
             if time.monotonic() > deadline:
                 row["error"] = "skipped: out of time"
             else:
-                row["target_tokens_per_second"] = tokens_per_second(run, ids, repeats)
+                # The best of `repeats` timed runs after a warm-up (tracing, compilation).
+                row["target_tokens_per_second"] = best_rate(
+                    lambda run=run, ids=ids: run(ids), repeats,
+                    lambda out: np.sum(out != kt.PAD_ID))[1]
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
     return {"preset": preset, "vocabulary_size": vocabulary_size,

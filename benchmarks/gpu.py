@@ -48,15 +48,12 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from common import best_rate, log  # noqa: E402
 from mfu import training_flops_per_token  # noqa: E402
 
 H200_BF16_DENSE_PEAK = 989e12  # NVIDIA's nominal dense bf16 FLOP/s of an H200 (SXM)
 PRECISION = "mixed_bfloat16"
 TENSORFLOW_MODULES = ("tensorflow", "tensorflow_text", "tf_keras")
-
-
-def log(message):
-    print(f"[{time.monotonic() - STARTED:7.1f}s] {message}", file=sys.stderr, flush=True)
 
 
 def tensorflow_loaded():
@@ -375,14 +372,7 @@ def decoding_section(args, budget):
 
 def time_decoding(run, ids, repeats):
     """The first call (compilation) and the best of `repeats` timed calls: tokens/s."""
-    start = time.perf_counter()
-    run(ids)
-    first = time.perf_counter() - start
-    best, count = 0.0, 0
-    for _ in range(repeats):
-        start = time.perf_counter()
-        count = int(np.sum(run(ids) != 0))
-        best = max(best, count / (time.perf_counter() - start))
+    first, best, count = best_rate(lambda: run(ids), repeats, lambda out: np.sum(out != 0))
     return {"first_call_seconds": round(first, 2), "target_tokens_per_second": best,
             "tokens_per_sentence": count / len(ids)}
 

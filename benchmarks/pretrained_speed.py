@@ -54,23 +54,32 @@ import datetime
 import functools
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-import traceback
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from ctranslate2_speed import (  # noqa: E402
+from common import (  # noqa: E402
+    ROOT,
+    Row,
+    Worker,
     batches_by_length,
+    fix_threads,
+    log,
+    machine,
     median_pass,
     positive_int,
+    serve,
     setting,
+    setting_name,
+    significant,
+    table,
+    versions,
+    warm_up_batches,
+    worker_rounds,
 )
 
 OUR_ROWS = {"tensorflow": "ours, TensorFlow (XLA)", "jax": "ours, JAX (jit)",
@@ -142,24 +151,6 @@ def source_sentences(count, seed=7):
 # --- the rows, each in its own worker process -----------------------------------------
 
 
-def fix_threads(row, threads):
-    """Fix the worker's CPU threads, before its framework starts."""
-    if row == "jax":  # XLA:CPU sizes its pool from the CPUs the process may use
-        cpus = sorted(os.sched_getaffinity(0))
-        if threads < len(cpus):
-            os.sched_setaffinity(0, cpus[:threads])
-    if row in ("torch", "transformers"):
-        import torch
-
-        torch.set_num_threads(threads)
-        torch.set_num_interop_threads(1)
-    if row == "tensorflow":
-        import tensorflow as tf
-
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-        tf.config.threading.set_inter_op_parallelism_threads(1)
-
-
 def ours_decoder(snapshot, model_dir, shrink_batch=False):
     """`decode(batch of Marian id lists, beam size, max length) -> Marian id lists` with our
     `generate` on the running backend, and `prepare(ids)` (Marian ids -> ours, untimed)."""
@@ -191,7 +182,8 @@ def ours_decoder(snapshot, model_dir, shrink_batch=False):
         return [[int(target[i]) for i in row if i not in (PAD_ID, END_ID)]
                 for row in out["token_ids"]]
 
-    return prepare, decode, {"generate_options": {**defaults, "shrink_batch": shrink_batch}}
+    return Row(decode, prepare,
+               info={"generate_options": {**defaults, "shrink_batch": shrink_batch}})
 
 
 def transformers_decoder(snapshot):
@@ -225,7 +217,7 @@ def transformers_decoder(snapshot):
                                  generation_config=settings(beam_size, max_length))
         return [[int(i) for i in row[1:] if i not in (pad, eos)] for row in out.tolist()]
 
-    return list, decode, {"attention": getattr(config, "_attn_implementation", None)}
+    return Row(decode, list, info={"attention": getattr(config, "_attn_implementation", None)})
 
 
 def ctranslate2_decoder(snapshot, ct2_dir, threads):
@@ -247,109 +239,34 @@ def ctranslate2_decoder(snapshot, ct2_dir, threads):
             max_decoding_length=max_length, max_input_length=0)
         return [[vocabulary[piece] for piece in result.hypotheses[0]] for result in results]
 
-    return prepare, decode, {"compute_type": "float32"}
+    return Row(decode, prepare, info={"compute_type": "float32"})
 
 
-def worker(row, snapshot, model_dir, ct2_dir, threads, shrink_batch=False):
-    """A row's worker: answer JSON lines on stdin with JSON lines on stdout.
-
-    Messages: `{"sources": [Marian id lists]}` (kept, prepared untimed), then
-    `{"beam_size", "max_length", "batches": [[sentence indices]]}`, one pass over the
-    batches, answered with `{"seconds", "outputs": [Marian id lists in input order]}`.
-    """
-    protocol = os.fdopen(os.dup(sys.stdout.fileno()), "w")
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # library prints go to the log
-    sys.stdout = sys.stderr
-    try:
-        fix_threads(row, threads)
-        if row in OUR_ROWS:
-            prepare, decode, info = ours_decoder(snapshot, model_dir, shrink_batch)
-        elif row == "transformers":
-            prepare, decode, info = transformers_decoder(snapshot)
-        else:
-            prepare, decode, info = ctranslate2_decoder(snapshot, ct2_dir, threads)
-        info["versions"] = versions(row)
-        protocol.write(json.dumps({"ready": True, **info}) + "\n")
-    except Exception:
-        protocol.write(json.dumps({"error": traceback.format_exc()}) + "\n")
-        protocol.flush()
-        return
-    protocol.flush()
-    sources = []
-    for line in sys.stdin:
-        message = json.loads(line)
-        try:
-            if "sources" in message:
-                sources = [prepare(ids) for ids in message["sources"]]
-                answer = {"sources": len(sources)}
-            else:
-                outputs = [None] * len(sources)
-                start = time.perf_counter()
-                for batch in message["batches"]:
-                    decoded = decode([sources[i] for i in batch], message["beam_size"],
-                                     message["max_length"])
-                    for i, ids in zip(batch, decoded, strict=True):
-                        outputs[i] = ids
-                answer = {"seconds": time.perf_counter() - start, "outputs": outputs}
-        except Exception:
-            answer = {"error": traceback.format_exc()}
-        protocol.write(json.dumps(answer) + "\n")
-        protocol.flush()
+def build_row(row, snapshot, model_dir, ct2_dir, threads, shrink_batch=False):
+    """A row's worker (`common.serve`): Marian id lists in and out."""
+    fix_threads({"transformers": "torch", "ctranslate2": None}.get(row, row), threads)
+    if row in OUR_ROWS:
+        served = ours_decoder(snapshot, model_dir, shrink_batch)
+    elif row == "transformers":
+        served = transformers_decoder(snapshot)
+    else:
+        served = ctranslate2_decoder(snapshot, ct2_dir, threads)
+    served.info["versions"] = versions(VERSIONS[row])
+    return served
 
 
-def versions(row):
-    """The versions of the libraries a row runs on."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    names = {"tensorflow": ["keras", "tensorflow"], "jax": ["keras", "jax", "jaxlib"],
-             "torch": ["keras", "torch"], "transformers": ["transformers", "torch"],
-             "ctranslate2": ["ctranslate2"]}[row]
-    found = {}
-    for name in names:
-        try:
-            found[name] = version(name)
-        except PackageNotFoundError:
-            found[name] = None
-    return found
+VERSIONS = {"tensorflow": ["keras", "tensorflow"], "jax": ["keras", "jax", "jaxlib"],
+            "torch": ["keras", "torch"], "transformers": ["transformers", "torch"],
+            "ctranslate2": ["ctranslate2"]}
 
 
-class Worker:
-    """A row's worker process, its stderr in `log`."""
-
-    def __init__(self, row, args, snapshot, model_dir, ct2_dir, log):
-        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1",
-               "KERAS_BACKEND": row if row in OUR_ROWS else "torch"}
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, env.get("PYTHONPATH")]))
-        self.row, self.log = row, log
-        self.process = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--worker", row, "--snapshot",
-             snapshot, "--model-dir", model_dir, "--ct2-dir", ct2_dir,
-             "--threads", str(args.threads)] + (["--shrink-batch"] if args.shrink_batch else []),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(log, "w"), text=True,
-            env=env)
-
-    def receive(self):
-        line = self.process.stdout.readline()
-        answer = json.loads(line) if line else {"error": "the worker exited"}
-        if "error" in answer:
-            with open(self.log, encoding="utf-8", errors="replace") as file:
-                tail = file.read()[-3000:]
-            raise RuntimeError(f"{ROWS[self.row]} failed:\n{answer['error']}\n"
-                               f"log ({self.log}):\n{tail}")
-        return answer
-
-    def call(self, **message):
-        self.process.stdin.write(json.dumps(message) + "\n")
-        self.process.stdin.flush()
-        return self.receive()
-
-    def close(self):
-        if self.process.poll() is None:
-            self.process.stdin.close()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
+def start_worker(row, args, snapshot, model_dir, ct2_dir, log_path):
+    command = [sys.executable, os.path.abspath(__file__), "--worker", row, "--snapshot",
+               snapshot, "--model-dir", model_dir, "--ct2-dir", ct2_dir,
+               "--threads", str(args.threads)] + (["--shrink-batch"] if args.shrink_batch
+                                                   else [])
+    return Worker(ROWS[row], command, log_path,
+                  env={"KERAS_BACKEND": row if row in OUR_ROWS else "torch"})
 
 
 # --- the benchmark ---------------------------------------------------------------------
@@ -394,46 +311,6 @@ def prepare_models(work_dir, args):
     return snapshot, ours, ct2, spec
 
 
-def cpu_info():
-    """The CPU's model name and whether it has avx512_bf16 (and AVX-512, AMX)."""
-    name, flags = platform.processor() or "unknown", set()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as file:
-            for line in file:
-                key, _, value = line.partition(":")
-                if key.strip() == "model name" and name in ("unknown", platform.processor()):
-                    name = value.strip()
-                elif key.strip() == "flags":
-                    flags = set(value.split())
-    except OSError:
-        pass
-    return {"model": name, "cpus": os.cpu_count(), "avx512_bf16": "avx512_bf16" in flags,
-            "avx512f": "avx512f" in flags, "amx_bf16": "amx_bf16" in flags}
-
-
-def setting_name(beam_size, batch_size):
-    """`(4, 32)` -> `"beam4 b32"`, `(1, 1)` -> `"greedy b1"`."""
-    return f"{'greedy' if beam_size == 1 else f'beam{beam_size}'} b{batch_size}"
-
-
-LENGTH_BUCKET = 16  # keras_transformer.generation.search_input's (not imported: no Keras here)
-
-
-def warm_up_batches(batches, sources):
-    """One batch of each input shape our `generate` compiles (sources padded to a multiple
-    of 16 pieces; the batch's rows): the warm-up pass, the same batches for every row.
-
-    Example:
-    >>> warm_up_batches([[0], [1], [2]], [[5] * 20, [5] * 30, [5] * 40])
-    [[0], [2]]
-    """
-    shapes = {}
-    for batch in batches:
-        width = -(-max(len(sources[i]) for i in batch) // LENGTH_BUCKET) * LENGTH_BUCKET
-        shapes.setdefault((width, len(batch)), batch)
-    return list(shapes.values())
-
-
 def sentence_counts(sentences, settings):
     """`--sentences`: one count for every setting, or one per setting.
 
@@ -456,7 +333,7 @@ def run_benchmark(args):
     work_dir = args.work_dir or tempfile.mkdtemp(prefix="pretrained-speed-")
     os.makedirs(work_dir, exist_ok=True)
     snapshot, ours_dir, ct2_dir, sizes = prepare_models(work_dir, args)
-    print(f"models ready in {work_dir}: {json.dumps(sizes)}", file=sys.stderr, flush=True)
+    log(f"models ready in {work_dir}: {json.dumps(sizes)}")
     counts = sentence_counts(args.sentences, args.settings)
     sentences = source_sentences(max(counts))
     tokenizer = transformers.MarianTokenizer.from_pretrained(snapshot)
@@ -467,43 +344,30 @@ def run_benchmark(args):
     started = time.perf_counter()
     try:
         for row in args.backends:  # loading in parallel; the timed passes never are
-            workers[row] = Worker(row, args, snapshot, ours_dir, ct2_dir,
-                                  os.path.join(work_dir, f"{row}.log"))
+            workers[row] = start_worker(row, args, snapshot, ours_dir, ct2_dir,
+                                        os.path.join(work_dir, f"{row}.log"))
         for row, process in workers.items():
             info[ROWS[row]] = process.receive()
             info[ROWS[row]].pop("ready")
             process.call(sources=sources)
-        print(f"workers ready after {time.perf_counter() - started:.1f} s", file=sys.stderr,
-              flush=True)
+        log(f"workers ready after {time.perf_counter() - started:.1f} s")
         rows = []
         for (beam_size, batch_size), count in zip(args.settings, counts, strict=True):
-            batches = batches_by_length([len(ids) for ids in sources[:count]], batch_size)
+            lengths = [len(ids) for ids in sources[:count]]
+            batches = batches_by_length(lengths, batch_size)
             message = {"beam_size": beam_size, "max_length": args.max_length,
                        "batches": batches}
-            warm_up = {**message, "batches": warm_up_batches(batches, sources)}
-            for row, process in workers.items():  # warm-up: compiles every shape
-                seconds = process.call(**warm_up)["seconds"]
-                print(f"{setting_name(beam_size, batch_size)} warm-up {ROWS[row]}: "
-                      f"{seconds:.2f} s", file=sys.stderr, flush=True)
-            labels = list(workers)
-            seconds = {row: [] for row in labels}
-            outputs = {}
-            for round_ in range(args.repeats):
-                shift = round_ % len(labels)
-                for row in labels[shift:] + labels[:shift]:
-                    answer = workers[row].call(**message)
-                    seconds[row].append(answer["seconds"])
-                    outputs[row] = answer["outputs"][:count]
-                    print(f"{setting_name(beam_size, batch_size)} round {round_ + 1} "
-                          f"{ROWS[row]}: {answer['seconds']:.2f} s", file=sys.stderr,
-                          flush=True)
+            seconds, outputs = worker_rounds(
+                workers, message, args.repeats, name=setting_name(beam_size, batch_size),
+                warm_up={**message, "batches": warm_up_batches(batches, lengths)})
+            outputs = {row: ids[:count] for row, ids in outputs.items()}
             rows += setting_rows(beam_size, batch_size, seconds, outputs, count)
     finally:
         for process in workers.values():
             process.close()
     result = {
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "cpu": cpu_info(), "threads": args.threads,
+        "machine": machine(), "threads": args.threads,
         "sentences": {setting_name(*pair): count
                       for pair, count in zip(args.settings, counts, strict=True)},
         "source_pieces": {"min": min(map(len, sources)), "max": max(map(len, sources))},
@@ -517,16 +381,6 @@ def run_benchmark(args):
     }
     result["goals"] = goals(rows, args.goal)
     return result
-
-
-def significant(value, digits=5):
-    """`value` rounded to `digits` significant digits, for the JSON.
-
-    Example:
-    >>> significant(0.00123456), significant(1234.5678)
-    (0.0012346, 1234.6)
-    """
-    return float(f"{value:.{digits}g}")
 
 
 def setting_rows(beam_size, batch_size, seconds, outputs, sentences):
@@ -580,7 +434,7 @@ def goals(rows, goal=2.0):
 
 def markdown(result):
     """The result as a Markdown table, its setup above and the goal lines below."""
-    cpu = result["cpu"]
+    cpu = result["machine"]
     model = result["model"]
     lines = [
         f"Random Marian, d_model {model['hidden_dim']}, {model['layers']}+{model['layers']} "
@@ -589,23 +443,21 @@ def markdown(result):
         f"{result['source_pieces']['min']}-{result['source_pieces']['max']} pieces, "
         f"at most {result['max_length']} new tokens, {result['threads']} threads, median of "
         f"{result['repeats']} interleaved passes.",
-        f"CPU: {cpu['model']} ({cpu['cpus']} CPUs; avx512_bf16: "
+        f"CPU: {cpu['cpu']} ({cpu['cores']} CPUs; avx512_bf16: "
         f"{'yes' if cpu['avx512_bf16'] else 'no'}, avx512f: "
         f"{'yes' if cpu['avx512f'] else 'no'}); load average at the start "
         f"{result['load_average']['start'][0]:.2f}; {result['date']}",
         "",
-        "| setting | sentences | method | tokens/s | sentences/s | vs transformers "
-        "| same as transformers | output tokens |",
-        "|---|---|---|---|---|---|---|---|",
     ]
-    for row in result["rows"]:
-        ratio, same = row.get("vs_transformers"), row.get("same_as_transformers")
-        lines.append(
-            f"| {row['setting']} | {row['sentences']} | {row['method']} | "
-            f"{row['tokens_per_second']:,.1f} | "
-            f"{row['sentences_per_second']:,.3f} | "
-            f"{'n/a' if ratio is None else f'{ratio:.2f}x'} | "
-            f"{'n/a' if same is None else f'{100 * same:.1f}%'} | {row['output_tokens']:,} |")
+    lines += table(
+        ["setting", "sentences", "method", "tokens/s", "sentences/s", "vs transformers",
+         "same as transformers", "output tokens"],
+        [[row["setting"], row["sentences"], row["method"], f"{row['tokens_per_second']:,.1f}",
+          f"{row['sentences_per_second']:,.3f}",
+          "n/a" if row.get("vs_transformers") is None else f"{row['vs_transformers']:.2f}x",
+          "n/a" if row.get("same_as_transformers") is None
+          else f"{100 * row['same_as_transformers']:.1f}%", f"{row['output_tokens']:,}"]
+         for row in result["rows"]])
     lines.append("")
     for goal in result["goals"]:
         lines += [goal[key] for key in ("line", "ctranslate2_line") if key in goal]
@@ -649,8 +501,8 @@ def main():
     parser.add_argument("--ct2-dir", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker, args.snapshot, args.model_dir, args.ct2_dir, args.threads,
-               args.shrink_batch)
+        serve(lambda: build_row(args.worker, args.snapshot, args.model_dir, args.ct2_dir,
+                                args.threads, args.shrink_batch))
         return
     result = run_benchmark(args)
     if args.output:

@@ -16,6 +16,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from common import table  # noqa: E402
 
 
 def repeats(pieces):
@@ -58,13 +61,11 @@ def measure(model_dir, data_dir, sizes=(3,), methods=("greedy", "beam"), sentenc
 
 
 def markdown(rows):
-    lines = ["| method | no_repeat_ngram_size | outputs that repeat | BLEU | chrF |",
-             "|---|---|---|---|---|"]
-    for row in rows:
-        lines.append(f"| {row['method']} | {row['no_repeat_ngram_size'] or 'off'} | "
-                     f"{100 * row['repeating_share']:.1f}% | {row['bleu']:.2f} | "
-                     f"{row['chrf']:.2f} |")
-    return "\n".join(lines)
+    return "\n".join(table(
+        ["method", "no_repeat_ngram_size", "outputs that repeat", "BLEU", "chrF"],
+        [[row["method"], row["no_repeat_ngram_size"] or "off",
+          f"{100 * row['repeating_share']:.1f}%", f"{row['bleu']:.2f}", f"{row['chrf']:.2f}"]
+         for row in rows]))
 
 
 def main():

@@ -23,40 +23,30 @@ to `docs/images/`). With `--only`, the other sections are kept from the previous
 import argparse
 import json
 import os
-import platform
 import shutil
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from ctranslate2_speed import CT2_FLOAT32, KERAS_HUB_CACHED, OURS, ROWS  # noqa: E402
+from common import Goal, goals_table, machine, table  # noqa: E402
+from ctranslate2_speed import (  # noqa: E402
+    CT2_FLOAT32,
+    INT8,
+    KERAS_HUB_CACHED,
+    OURS,
+    ROWS,
+    SAVED_MODEL,
+    SETTINGS,
+)
 from quality import STEPS, check_milestones  # noqa: E402
 
 SECTIONS = ("peak", "translation", "ctranslate2", "training", "quality", "quality_minutes")
 PLOT = "quality_by_steps.png"  # under docs/images/
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 UNCACHED = "uncached greedy (tutorial loop)"
-# The decoding section's settings (beam size, batch size): greedy and beam 4, at 1 and 32.
-DECODING_SETTINGS = ((1, 1), (4, 1), (1, 32), (4, 32))
+DECODING_SETTINGS = SETTINGS  # (beam size, batch size): greedy and beam 4, at 1 and 32
+LIBRARIES = ("tensorflow", "keras", "keras_hub")
 PEAK_DTYPE = {"float32": "float32", "mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}
-
-
-def machine():
-    """What the figures were measured on."""
-    import keras
-    import keras_hub
-    import tensorflow as tf
-
-    cpu = platform.processor() or platform.machine()
-    if os.path.exists("/proc/cpuinfo"):
-        with open("/proc/cpuinfo") as file:
-            names = [line.split(":", 1)[1].strip() for line in file
-                     if line.startswith("model name")]
-        cpu = names[0] if names else cpu
-    return {"cpu": cpu, "cores": os.cpu_count(), "tensorflow": tf.__version__,
-            "keras": keras.__version__, "keras_hub": keras_hub.__version__,
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
 
 def run_section(name, args):
@@ -112,12 +102,6 @@ def run_section(name, args):
 # --- markdown -------------------------------------------------------------------------
 
 
-def _table(header, rows):
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
-    return lines
-
-
 def _ratio(a, b):
     return f"{a / b:.2f}x" if a and b else "n/a"
 
@@ -137,7 +121,7 @@ def _end_to_end(runs, precision):
 
 
 def _padding_table(batching):
-    return _table(["batching", "batches", "padding efficiency"],
+    return table(["batching", "batches", "padding efficiency"],
                   [[name, stats["batches"], f"{100 * stats['padding_efficiency']:.1f}%"]
                    for name, stats in batching.items()])
 
@@ -169,7 +153,7 @@ def _profile_table(profile):
             ["all ops, summed"] + [f"{run['op_ms_per_step']:,.0f}" for run in runs]]
     rows += [[kind] + [f"{_op_kinds(run)[kind]:,.0f}" for run in runs]
              for kind in (PRODUCTS, LOSS, ATTENTION, ELSE)]
-    return _table([""] + [f"{run['model']}, {run['precision']}" for run in runs], rows)
+    return table([""] + [f"{run['model']}, {run['precision']}" for run in runs], rows)
 
 
 def _below_reasons(runs, profile, peak=None):
@@ -285,7 +269,7 @@ def training_markdown(training, peak):
                      f"{run['peak_memory_mib']:,.0f}",
                      f"{run['peak_memory_mib'] - run.get('memory_before_training_mib', 0):,.0f}",
                      mfu])
-    lines += _table(["model", "precision", "jit_compile", "batches", "tokens/s",
+    lines += table(["model", "precision", "jit_compile", "batches", "tokens/s",
                      "ours vs KerasHub", "first pass tokens/s", "peak MiB",
                      "of it training MiB", "MFU"], rows)
     levers = [(f"length bucketing (KerasHub model, {precision})",
@@ -306,7 +290,7 @@ def training_markdown(training, peak):
     ]
     levers += [(f"end to end, {precision}: ours (bucketed, no XLA) vs the recipe (its batching)",
                 *_end_to_end(runs, precision)) for precision in ("float32", "mixed_bfloat16")]
-    lines += ["", *_table(["lever", "speed-up"],
+    lines += ["", *table(["lever", "speed-up"],
                           [[name, _ratio(a, b)] for name, a, b in levers])]
     lines += _profile_markdown(runs, training.get("profile"), peak)
     if "distinct_shapes" in training:
@@ -336,7 +320,7 @@ def training_markdown(training, peak):
                          _ratio(speed, other) if run["model"] == "ours" else "",
                          _ratio(ours, recipe)
                          if run["model"] == "ours" and not run["jit_compile"] else ""])
-        lines += _table(["model", "precision", "jit_compile", "batches", "tokens/s",
+        lines += table(["model", "precision", "jit_compile", "batches", "tokens/s",
                          "ours vs KerasHub, same batches", "ours vs the recipe's batching"],
                         rows)
         lines += _profile_markdown(sentences["runs"], sentences.get("profile"), peak)
@@ -378,7 +362,7 @@ def markdown(results):
             rows.append([row["batch_size"], row["method"],
                          f"{speed:,.1f}" if speed else row.get("error", ""),
                          _ratio(speed, uncached.get(row["batch_size"]))])
-        lines += _table(["batch", "method", "tokens/s", "vs uncached greedy loop"], rows)
+        lines += table(["batch", "method", "tokens/s", "vs uncached greedy loop"], rows)
         lines += [""] + _command(results, "translation")
     if "ctranslate2" in results:
         lines += ctranslate2_markdown(results["ctranslate2"]) + [""]
@@ -390,7 +374,9 @@ def markdown(results):
         if "minutes_per_model" in results.get(name, {}):
             lines += quality_minutes_markdown(results[name]) + [""]
             lines += _command(results, name)
-    lines += ["### Goals", ""] + [f"- {goal}" for goal in goals(results)]
+    lines += ["### Goals", "", "Every goal the figures above (and the scripts run alone, "
+              "where their results exist) check, with its measured value:", ""]
+    lines += goals_table(goal_rows(results))
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -440,7 +426,7 @@ def quality_minutes_markdown(quality):
     header = ["model", "steps", "train loss", "validation loss"]
     for method in methods:
         header += [f"BLEU, {method}", f"chrF, {method}"]
-    lines += _table(header, rows)
+    lines += table(header, rows)
     return lines
 
 
@@ -454,8 +440,9 @@ def ctranslate2_markdown(result):
         f"The trained model `{result['model']}`, the first {result['sentences']} sentences "
         f"of its test split, {result['threads']} CPU threads, at most {result['max_length']} "
         f"output tokens, no length penalty on either side; {_passes(result)} "
-        "(`benchmarks/ctranslate2_speed.py`). `same as ours` counts the translations equal "
-        "to ours (XLA, same decoding); where they differ, tokens/s credits the longer "
+        "(`benchmarks/ctranslate2_speed.py`, each row in a worker process of its own). "
+        "`same as ours` counts the translations equal to ours (TensorFlow, XLA, float32, "
+        "the same decoding); where they differ, tokens/s credits the longer "
         "outputs and sentences/s compares the time.", "", table(result)]
 
 
@@ -471,14 +458,12 @@ def _round(value):
     return "" if value is None else f"{value:.3f}"
 
 
-def goals(results):
-    """The issue's targets, each marked met or not met from the figures."""
+def goal_rows(results):
+    """Every goal the benchmarks check (`common.Goal`), from the figures in `results`."""
     out = []
 
-    def mark(text, value, target):
-        verdict = "met" if value is not None and value >= target else "NOT met"
-        shown = "n/a" if value is None else f"{value:.2f}"
-        out.append(f"{text}: {shown} (target {target:g}) - {verdict}")
+    def mark(text, value, target, note=""):
+        out.append(Goal(text, value, target, unit="", note=note))
 
     training = results.get("training", {})
     for name, section in (("whole training split", training),
@@ -494,10 +479,10 @@ def goals(results):
                 ours = _speed(runs, "ours", precision, jit)
                 theirs = _speed(runs, "keras_hub", precision, jit)
                 if ours and theirs:
+                    why = (" (the training section says why, measured)"
+                           if ours < 1.5 * theirs and section.get("profile") else "")
                     mark(f"training tokens/s, ours / KerasHub on the same batches, {precision}"
-                         f"{', XLA' if jit else ''}, {name}", ours / theirs, 1.5)
-                    if ours < 1.5 * theirs and section.get("profile"):
-                        out[-1] += " (the training section says why, measured)"
+                         f"{', XLA' if jit else ''}, {name}", ours / theirs, 1.5, why)
     rows = results.get("translation", {}).get("rows", [])
     speed = {(row["batch_size"], row["method"]): row.get("target_tokens_per_second")
              for row in rows}
@@ -509,24 +494,7 @@ def goals(results):
             mark("cached greedy / uncached loop at batch 32", greedy / base, 10)
         if base and beam:
             mark(f"beam 4 / uncached greedy loop at batch {batch}", beam / base, 3)
-    decoding_rows = results.get("ctranslate2", {}).get("rows", [])
-    by_setting = {(row["decoding"], row["batch_size"], row["method"]): row
-                  for row in decoding_rows}
-    for (decoding, batch, method), row in by_setting.items():
-        hub = by_setting.get((decoding, batch, KERAS_HUB_CACHED))
-        if method != OURS or not hub or not hub.get("sentences_per_second"):
-            continue
-        mark(f"decoding, ours / KerasHub's cached sampler, {decoding} at batch {batch}, by "
-             "sentences/s on the same sentences",
-             row["sentences_per_second"] / hub["sentences_per_second"], 1.5)
-        tokens = _ratio(row["target_tokens_per_second"], hub["target_tokens_per_second"])
-        out[-1] += (f"; by target tokens/s {tokens} ({100 * hub.get('same_as_ours', 0):.0f}% "
-                    "of its translations are ours)")
-    ours = by_setting.get(("beam 4", 32, OURS), {}).get("target_tokens_per_second")
-    ct2 = by_setting.get(("beam 4", 32, CT2_FLOAT32), {}).get(
-        "target_tokens_per_second")
-    if ours and ct2:
-        mark("beam 4 at batch 32, ours (XLA) / CTranslate2 float32", ours / ct2, 0.5)
+    out += decoding_goals(results.get("ctranslate2", {}))
     quality = results.get("quality", {})
     if "rows" in quality.get("ours", {}) and "rows" in quality.get("keras_hub", {}):
         theirs = {row["steps"]: row for row in quality["keras_hub"]["rows"]}
@@ -538,10 +506,80 @@ def goals(results):
                          - theirs[row["steps"]]["scores"][method]["bleu"], 0)
     minutes = results.get("quality_minutes", {})
     if "bleu" in minutes.get("ours", {}) and "bleu" in minutes.get("keras_hub", {}):
-        out.append(f"BLEU ours - KerasHub after {minutes['minutes_per_model']:g} minutes each "
-                   f"(points, {minutes['method']}; no target, the machine's load moves it): "
-                   f"{minutes['ours']['bleu'] - minutes['keras_hub']['bleu']:.2f}")
+        mark(f"BLEU ours - KerasHub after {minutes['minutes_per_model']:g} minutes each "
+             f"(points, {minutes['method']}; no target, the machine's load moves it)",
+             minutes["ours"]["bleu"] - minutes["keras_hub"]["bleu"], None)
+    for goal in results.get("data_scale", {}).get("goals", []):
+        out.append(Goal(f"data scale: {goal['goal']}", shown=goal["figures"],
+                        wanted="as stated", verdict=goal["met"],
+                        note=f" ({results['data_scale']['path']}, run alone)"))
+    pretrained = results.get("pretrained_speed", {})
+    for goal in pretrained.get("goals", []):
+        where = f" ({pretrained['path']}, run alone; fastest: {goal['fastest_ours']})"
+        if "vs_transformers" in goal:
+            out.append(Goal(f"OPUS-MT size, ours / transformers generate ({goal['setting']})",
+                            goal["vs_transformers"], 2.0, verdict=goal["met"], note=where))
+        if "vs_ctranslate2" in goal:
+            out.append(Goal(f"OPUS-MT size, ours / CTranslate2 float32 ({goal['setting']})",
+                            goal["vs_ctranslate2"], None, note=where))
     return out
+
+
+def decoding_goals(decoding):
+    """The decoding table's goals, by sentences/s on the same sentences (the time)."""
+    by_setting = {(row["decoding"], row["batch_size"], row["method"]): row
+                  for row in decoding.get("rows", [])}
+    out = []
+
+    def versus(setting, method, base, target, text, show_same=False):
+        row, other = by_setting.get((*setting, method)), by_setting.get((*setting, base))
+        if not (row and other and other.get("sentences_per_second")):
+            return
+        note = ""
+        if show_same:
+            tokens = _ratio(row["target_tokens_per_second"], other["target_tokens_per_second"])
+            note = (f"; by target tokens/s {tokens} ({100 * other.get('same_as_ours', 0):.0f}% "
+                    "of its translations are ours)")
+        out.append(Goal(f"decoding, {text}, {setting[0]} at batch {setting[1]}, by "
+                        "sentences/s on the same sentences",
+                        row["sentences_per_second"] / other["sentences_per_second"], target,
+                        unit="", note=note))
+
+    settings = list(dict.fromkeys(key[:2] for key in by_setting))
+    for setting in settings:
+        versus(setting, OURS, KERAS_HUB_CACHED, 1.5, "ours / KerasHub's cached sampler",
+               show_same=True)
+    for setting in (("greedy", 1), ("beam 4", 32)):
+        versus(setting, OURS, CT2_FLOAT32, 1.0, "ours (XLA) / CTranslate2 float32")
+    for setting in settings:
+        versus(setting, SAVED_MODEL, OURS, 0.9, "the SavedModel / ours in-process")
+    for setting in settings:
+        versus(setting, INT8, OURS, 1.2, "ours int8 / ours float32")
+    for label, reason in decoding.get("skipped", {}).items():
+        out.append(Goal(f"decoding row {label}", note=f": skipped, {reason}"))
+    return out
+
+
+def goals(results):
+    """The goals as lines: `text: value (target t) - met` (or `NOT met`)."""
+    lines = []
+    for goal in goal_rows(results):
+        if goal.target is None and goal.value is not None:
+            lines.append(f"{goal.goal}: {goal.value:.2f}{goal.note}")
+            continue
+        shown = goal.shown or ("n/a" if goal.value is None else f"{goal.value:.2f}")
+        wanted = goal.wanted or ("" if goal.target is None else f"{goal.target:g}")
+        verdict = "met" if goal.met else "NOT met"
+        lines.append(f"{goal.goal}: {shown} (target {wanted}) - {verdict}{goal.note}")
+    return lines
+
+
+def external_goals(path):
+    """`{"path", "goals"}` of a script run alone (its JSON with a `goals` list), or {}."""
+    if not path or not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as file:
+        return {"path": path, "goals": json.load(file).get("goals", [])}
 
 
 def write_docs(text, path):
@@ -580,6 +618,11 @@ def main():
                         help="trained model folder of the ctranslate2 section")
     parser.add_argument("--ct2-sentences", type=int, default=500,
                         help="test sentences of the ctranslate2 section")
+    parser.add_argument("--data-scale-results", default="runs/data_scale/results.json",
+                        help="data_scale.py's results (run alone): its goals join the table")
+    parser.add_argument("--pretrained-results", default="runs/pretrained_speed.json",
+                        help="pretrained_speed.py --output (run alone): its goals join the "
+                             "table")
     parser.add_argument("--output", default="runs/bench")
     parser.add_argument("--docs", default="docs/results.md")
     args = parser.parse_args()
@@ -595,7 +638,12 @@ def main():
         with open(path, encoding="utf-8") as file:
             results = json.load(file)
     if args.only:
-        results["machine"] = machine()
+        results["machine"] = machine(LIBRARIES)
+    for name, source in (("data_scale", args.data_scale_results),
+                         ("pretrained_speed", args.pretrained_results)):
+        results.pop(name, None)
+        if external_goals(source):
+            results[name] = external_goals(source)
     # Decoding runs before training: after the training section, in the same process,
     # cached decoding measured 1.5-3x slower (greedy at batch 32: 5.6x the uncached loop
     # instead of 10.6x).

@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,6 +27,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from common import run_child  # noqa: E402
 
 MODELS = ("ours", "keras_hub")
 PRECISIONS = ("float32", "mixed_bfloat16")
@@ -156,15 +157,8 @@ def run_in_subprocess(config, batches_file, timeout, script=__file__):
     """`measure` (or `script`'s worker) in a fresh Python process; its JSON result."""
     command = [sys.executable, os.path.abspath(script), "--worker", json.dumps(config),
                "--batches-file", batches_file]
-    env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return {**config, "error": f"timed out after {timeout:.0f} s"}
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode or not lines:
-        return {**config, "error": (done.stderr.strip().splitlines() or ["no output"])[-1]}
-    return json.loads(lines[-1])
+    result = run_child(command, timeout, env={"KERAS_BACKEND": "tensorflow"})
+    return {**config, **result} if "error" in result else result
 
 
 def save_batches(batches, path):

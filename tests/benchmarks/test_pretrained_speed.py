@@ -53,7 +53,7 @@ def result(tmp_path_factory):
 
 def test_json_fields(result):
     _, data = result
-    assert data["cpu"]["model"] and isinstance(data["cpu"]["avx512_bf16"], bool)
+    assert data["machine"]["cpu"] and isinstance(data["machine"]["avx512_bf16"], bool)
     assert re.match(r"\d{4}-\d\d-\d\d", data["date"])
     assert data["threads"] == 1 and data["sentences"] == SETTINGS and data["max_length"] == 4
     assert data["model"]["hidden_dim"] == 16 and data["model"]["vocabulary_size"] >= 200
@@ -91,7 +91,7 @@ def test_ratios_come_from_the_timings(result):
 def test_table_and_goal_lines(result):
     stdout, data = result
     assert "| setting | sentences | method | tokens/s | sentences/s | vs transformers" in stdout
-    assert data["cpu"]["model"] in stdout and "avx512_bf16: " in stdout
+    assert data["machine"]["cpu"] in stdout and "avx512_bf16: " in stdout
     for setting, sentences in SETTINGS.items():
         assert re.search(rf"ours ≥ 2x transformers \({setting}\): (met|missed) \(\d+\.\d\d\)",
                          stdout)
