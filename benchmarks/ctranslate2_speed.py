@@ -321,6 +321,20 @@ def benchmark(model_dir, sentences=None, threads=2, max_length=128, data=None, r
 
 
 def markdown(result):
+    """The table of `benchmark`'s result, the skipped rows under it.
+
+    Example:
+    >>> row = {"decoding": "greedy", "batch_size": 1, "target_tokens_per_second": 20.0,
+    ...        "sentences_per_second": 2.0, "bleu": 9.5, "same_as_ours": 0.5}
+    >>> text = markdown({"rows": [{**row, "method": CT2_FLOAT32}, {**row, "method": OURS}],
+    ...                  "skipped": {INT8: "TypeError: quantization"}})
+    >>> for line in text.splitlines()[2:]:
+    ...     print(line)
+    | greedy | 1 | CTranslate2 float32 | 20.0 | 2.00 | 1.00x | 9.50 | 50.0% |
+    | greedy | 1 | ours, XLA | 20.0 | 2.00 | 1.00x | 9.50 | 50.0% |
+    <BLANKLINE>
+    Skipped: ours, int8 (XLA): TypeError: quantization
+    """
     reference = {(row["decoding"], row["batch_size"]): row["target_tokens_per_second"]
                  for row in result["rows"] if row["method"] == CT2_FLOAT32}
     rows = []
