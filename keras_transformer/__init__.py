@@ -10,10 +10,14 @@ True
 import sys
 from typing import TYPE_CHECKING
 
+from keras_transformer.allocator import preload_allocator
 from keras_transformer.startup_noise import filter_startup_noise, is_command_line
 
-# The command line filters TensorFlow's C++ start-up lines, which importing Keras prints.
+# The command line restarts itself on tcmalloc before anything allocates much (TensorFlow
+# trains up to 2.7x faster on it; `KT_ALLOCATOR=system` opts out), and filters
+# TensorFlow's C++ start-up lines, which importing Keras prints.
 if is_command_line(sys):
+    preload_allocator()
     filter_startup_noise()
 
 # Under KERAS_BACKEND=jax or torch nothing here imports TensorFlow: the TensorFlow-only

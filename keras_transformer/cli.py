@@ -429,11 +429,21 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
+def _version():
+    """`keras-transformer 0.1.0 (memory allocator: tcmalloc)`."""
+    from keras_transformer.allocator import running_allocator
+    from keras_transformer.version import __version__
+
+    return f"{PROG} {__version__} (memory allocator: {running_allocator()})"
+
+
 def build_parser():
     """Builds the argument parser with one subparser per subcommand."""
     parser = _Parser(
         prog=PROG, description='The Transformer of "Attention Is All You Need" in Keras 3.'
     )
+    parser.add_argument("--version", action="version", version=_version(),
+                        help="print the version and the memory allocator in use, and exit")
     subparsers = parser.add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=_Parser
     )
@@ -446,8 +456,11 @@ def build_parser():
 def main(argv=None):
     """Runs the command line `keras-transformer COMMAND ...`; returns the exit code.
 
-    As the program itself, stderr loses the frameworks' start-up lines (the package
-    installs `keras_transformer.startup_noise`'s filter before Keras loads)."""
+    As the program itself, it runs on tcmalloc where that is installed (the package
+    restarts the process with it preloaded before Keras loads, see
+    `keras_transformer.allocator`; `KT_ALLOCATOR=system` opts out), and stderr loses the
+    frameworks' start-up lines (`keras_transformer.startup_noise`'s filter). Called as a
+    function, `main(["train", ...])`, it runs in the calling process as it is."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

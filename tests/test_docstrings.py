@@ -25,7 +25,7 @@ SUBPACKAGES = (
     "training",
 )
 # Public modules outside `__all__` whose functions are documented in the API reference.
-MODULES = ("evaluation",)
+MODULES = ("evaluation", "allocator")
 
 
 def _public_names(module):
