@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from keras_transformer.allocator import running_allocator
 from keras_transformer.cli import main
 from keras_transformer.data import load_tsv
 from keras_transformer.training import TrainingConfig, list_checkpoints
@@ -29,7 +30,9 @@ def test_train_resume_evaluate_translate_average(tiny_data_dir, tmp_path, capsys
     for name in ("model.keras", "tokenizer.model", "config.json", "history.csv"):
         assert os.path.exists(os.path.join(model_dir, name))
     with open(os.path.join(model_dir, "config.json")) as file:
-        saved = json.load(file)["training"]
+        content = json.load(file)
+    assert content["allocator"] == running_allocator()  # "tcmalloc" under `make test`
+    saved = content["training"]
     assert set(saved) == {field.name for field in dataclasses.fields(TrainingConfig)}
     assert saved["model_overrides"] == {"normalize_first": True}
     assert saved["warmup_steps"] == 10 and saved["label_smoothing"] == 0.1

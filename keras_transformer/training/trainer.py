@@ -1,7 +1,9 @@
 """`train`: a data folder from `prepare` to a model folder, resumable, on every backend.
 
-The model folder holds `model.keras`, `tokenizer.model`, `config.json`,
-`checkpoints/` (the last K step checkpoints, for averaging), `backup/` (the
+The model folder holds `model.keras`, `tokenizer.model`, `config.json` (the settings, and
+the memory allocator of the latest run, `tcmalloc` or `glibc`: see
+`keras_transformer.allocator`), `checkpoints/` (the last K step checkpoints, for
+averaging), `backup/` (the
 training state, written at every checkpoint and every `backup_minutes`, so a killed
 run resumes where it was backed up, losing minutes, not hours),
 `logs/` (TensorBoard) and `history.csv`. Running `train` again on the same folder
@@ -28,6 +30,7 @@ import time
 
 import keras
 
+from keras_transformer.allocator import running_allocator
 from keras_transformer.backend import has_tensorflow
 from keras_transformer.data.tokenizer_files import copy_tokenizer, load_tokenizer, tokenizer_md5
 from keras_transformer.folders import (
@@ -398,9 +401,11 @@ def _load_initial_model(model_dir):
 
 def _write_config(output_dir, config, vocabulary_size, data_dir, precision_auto=None,
                   generation=None):
+    allocator = running_allocator()  # of the latest run; tcmalloc trains faster than glibc
+    logger.info("Memory allocator: %s.", allocator)
     content = {"vocabulary_size": vocabulary_size, "data_dir": os.path.abspath(data_dir),
                "max_sequence_length": config.max_sequence_length,
-               "training": config.to_dict()}
+               "training": config.to_dict(), "allocator": allocator}
     if generation:  # an imported model's decoding defaults, kept through fine-tuning
         content["generation"] = generation
     if precision_auto:  # what `--precision auto` measured when the folder was started
