@@ -156,7 +156,7 @@ def interleaved(labels, run_once, repeats):
     """
     labels = list(labels)
     results = {label: [] for label in labels}
-    for round_ in range(repeats):
+    for round_ in range(repeats if labels else 0):
         shift = round_ % len(labels)
         for label in labels[shift:] + labels[:shift]:
             results[label].append(run_once(label))
@@ -335,6 +335,7 @@ def worker_rounds(workers, message, repeats, warm_up=None, name="", errors=None)
             if errors is None:
                 raise
             errors[label] = error.reason
+            log(f"{name} {label} failed: {error.reason}")
             live.pop(label).close()
             return None
 

@@ -278,7 +278,8 @@ def benchmark(model_dir, sentences=None, threads=2, max_length=128, data=None, r
         for label, worker in list(workers.items()):  # they load in parallel
             try:
                 info[label] = worker.receive()
-                lengths = lengths or worker.call(sources=sources).get("lengths")
+                answer = worker.call(sources=sources)
+                lengths = lengths or answer.get("lengths")
             except WorkerError as error:
                 skipped[label] = error.reason
                 workers.pop(label).close()
