@@ -2,21 +2,6 @@
 
 Read this first; each script then holds only what it compares. Nothing here imports a
 framework at module level (`gpu.py` runs where TensorFlow must never load).
-
-- the machine: `machine()` (CPU, its bf16 flags, library versions, date), `log(...)`;
-- command lines: `positive_int`, `setting` ("4x32": beam 4, batch 32), `setting_name`;
-- timing: `median_pass` (the median of timed rounds), `best_rate` (the best of timed
-  calls), `interleaved` (rows taking turns, in a rotated order each round, so that the
-  shared machine's drift reaches every row alike), `timed` (in-process decoding rows);
-- worker processes: each row in a process of its own (a Keras backend is fixed per
-  process), kept alive across passes and driven over stdin/stdout with JSON lines
-  (`Worker` on the driver's side, `serve` on the worker's), `worker_rounds` (a warm-up
-  pass each, then interleaved timed rounds), `fix_threads`, `run_child` (a one-shot
-  child that prints one JSON line);
-- decoding set-up: `batches_by_length`, `warm_up_batches`, `padded_sources`,
-  `strings_and_count`, `float32_model`, `load_decoding_setup`;
-- reports: `table` (markdown), `significant`, `Goal` and `goals_table` (measured value,
-  goal, met or missed).
 """
 
 import argparse
@@ -33,9 +18,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 STARTED = time.monotonic()
 LENGTH_BUCKET = 16  # keras_transformer.generation.search_input's (not imported: no Keras here)
-
-
-# --- the machine ------------------------------------------------------------------------
 
 
 def log(message):
@@ -57,15 +39,7 @@ def versions(names):
 
 
 def machine(libraries=()):
-    """What the figures were measured on: the CPU's model name, its CPUs, whether it has
-    avx512_bf16, avx512f and amx_bf16, the date, and the versions of `libraries`
-    (distribution names, e.g. `keras_hub`).
-
-    Example:
-    >>> info = machine(["numpy"])
-    >>> sorted(info)[:4], isinstance(info["avx512_bf16"], bool), bool(info["numpy"])
-    (['amx_bf16', 'avx512_bf16', 'avx512f', 'cores'], True, True)
-    """
+    """The CPU's name, its CPUs and bf16 flags, the date, and the versions of `libraries`."""
     name, flags = platform.processor() or platform.machine() or "unknown", set()
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as file:
@@ -82,7 +56,12 @@ def machine(libraries=()):
             **versions(libraries)}
 
 
-# --- command lines ----------------------------------------------------------------------
+def write_json(path, data):
+    """Write `data` to `path` (its folder made), or nothing when `path` is None."""
+    if path:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as file:
+            json.dump(data, file, indent=2, ensure_ascii=False)
 
 
 def positive_int(text):
@@ -114,14 +93,9 @@ def setting_name(beam_size, batch_size):
     return f"{'greedy' if beam_size == 1 else f'beam{beam_size}'} b{batch_size}"
 
 
-# --- timing -----------------------------------------------------------------------------
-
-
 def median_pass(seconds):
-    """The index of the median of the timed passes (the slower middle one of an even
-    count), so that a row's tokens/s and sentences/s come from the same pass.
+    """The index of the median pass (the slower middle one of an even count).
 
-    Example:
     >>> median_pass([3.0, 1.0, 2.0]), median_pass([4.0, 1.0, 3.0, 2.0])
     (2, 2)
     """
@@ -130,10 +104,8 @@ def median_pass(seconds):
 
 
 def best_rate(run, repeats, count):
-    """`(seconds of the first call, best count/s of `repeats` timed calls, last count)`:
-    `run()` is called once untimed (tracing, compilation), then timed; `count(output)` is
-    what a call produced (e.g. its non-pad tokens). The best, not the mean: on a shared
-    machine other tenants only ever slow a call."""
+    """`(seconds of an untimed first call, best count/s of `repeats` timed calls, last
+    count)`; the best, not the mean: on a shared machine other tenants only slow a call."""
     start = time.perf_counter()
     run()
     first = time.perf_counter() - start
@@ -146,10 +118,9 @@ def best_rate(run, repeats, count):
 
 
 def interleaved(labels, run_once, repeats):
-    """`repeats` rounds calling `run_once(label)` for every label, the order rotated by
-    one each round; `{label: [result of each round]}`.
+    """`repeats` rounds of `run_once(label)` for every label, the order rotated by one each
+    round (the machine's drift reaches every label alike); `{label: [results]}`.
 
-    Example:
     >>> calls = []
     >>> interleaved("abc", lambda label: calls.append(label) or len(calls), 3)
     {'a': [1, 6, 8], 'b': [2, 4, 9], 'c': [3, 5, 7]}
@@ -164,9 +135,8 @@ def interleaved(labels, run_once, repeats):
 
 
 def translate_all(translate, sources, batches):
-    """One pass of `translate(batch) -> (strings, token counts)` (the batch's, or each
-    sentence's) over `batches` (lists of indices into `sources`): `(strings in input
-    order, target tokens, seconds)`."""
+    """One pass of `translate(batch) -> (strings, token counts)` over `batches` (index
+    lists into `sources`): `(strings in input order, target tokens, seconds)`."""
     strings, tokens, start = [None] * len(sources), 0, time.perf_counter()
     for batch in batches:
         out, counts = translate([sources[i] for i in batch])
@@ -177,13 +147,8 @@ def translate_all(translate, sources, batches):
 
 
 def timed(runners, sources, batch_size, lengths, repeats=3):
-    """Every `translate(batch) -> (strings, token counts)` of `runners` (label ->
-    function), in this process, over length-sorted batches: a warm-up pass each (XLA
-    compiles every padded shape there), then `repeats` interleaved timed passes.
-
-    Returns label -> `(strings in input order, tokens/s of each timed pass, seconds of
-    each timed pass)`.
-    """
+    """In-process rows (label -> `translate`) over length-sorted batches: a warm-up pass
+    each, then `repeats` interleaved passes; label -> `(strings, tokens/s, seconds)`."""
     batches = batches_by_length(lengths, batch_size)
     for translate in runners.values():
         translate_all(translate, sources, batches)
@@ -193,12 +158,8 @@ def timed(runners, sources, batch_size, lengths, repeats=3):
                     [seconds for _, _, seconds in runs]) for label, runs in passes.items()}
 
 
-# --- worker processes -------------------------------------------------------------------
-
-
 def fix_threads(framework, threads):
-    """Fix this process's CPU threads for `framework` (`tensorflow`, `jax`, `torch`),
-    before it starts."""
+    """Fix this process's CPU threads for `tensorflow`, `jax` or `torch`, before it starts."""
     if framework == "jax":  # XLA:CPU sizes its pool from the CPUs the process may use
         cpus = sorted(os.sched_getaffinity(0))
         if threads < len(cpus):
@@ -218,8 +179,8 @@ def fix_threads(framework, threads):
 @dataclasses.dataclass
 class Row:
     """What a worker serves: `decode(items, **options) -> outputs` (JSON values, one per
-    item), `prepare(item)` (untimed, once per source), `lengths(sources)` (sent back
-    with the sources: the driver batches by them) and `info` (sent when ready)."""
+    item), `prepare(item)` (untimed, once per source), `lengths(sources)` (sent back with
+    the sources: the driver batches by them) and `info` (sent when ready)."""
 
     decode: callable
     prepare: callable = None
@@ -228,13 +189,11 @@ class Row:
 
 
 def serve(build):
-    """A worker's side: `build() -> Row`, then answer JSON lines on stdin with JSON lines
-    on stdout. Messages: `{"sources": [...]}` (kept, prepared untimed), then
-    `{"batches": [[source indices]], **options}`, one timed pass over the batches,
-    answered with `{"seconds", "outputs": [one per source, in input order]}`. Any
-    failure is answered `{"error": traceback}`. Library prints go to stderr."""
+    """A worker's side: `build() -> Row`, then a JSON line on stdout for each on stdin:
+    `{"sources": [...]}` (kept, prepared untimed); `{"batches": [[indices]], **options}`,
+    a timed pass answered `{"seconds", "outputs"}`; a failure, `{"error": traceback}`."""
     protocol = os.fdopen(os.dup(sys.stdout.fileno()), "w")
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # library prints go to stderr
     sys.stdout = sys.stderr
 
     def send(answer):
@@ -293,7 +252,7 @@ class Worker:
                                         text=True, env=env)
 
     def receive(self):
-        """The next answer; a `RuntimeError` with the worker's log for an error."""
+        """The next answer; a `WorkerError` with the worker's log for an error."""
         line = self.process.stdout.readline()
         answer = json.loads(line) if line else {"error": "the worker exited"}
         if "error" in answer:
@@ -319,13 +278,10 @@ class Worker:
 
 
 def worker_rounds(workers, message, repeats, warm_up=None, name="", errors=None):
-    """A setting's passes: every worker (label -> `Worker`) once over `warm_up` (its
-    batches; default `message`'s), untimed, then `repeats` interleaved rounds of
-    `message`. Returns `(label -> seconds of each round, label -> outputs of the last)`.
-
-    With `errors` (a dict), a worker that fails is closed, left out and its error's
-    last line kept there under its label; without, the failure is raised.
-    """
+    """Every worker (label -> `Worker`) once over `warm_up` (default `message`), untimed,
+    then `repeats` interleaved rounds of `message`: `(label -> seconds of each round,
+    label -> outputs of the last)`. With `errors` (a dict), a failing worker is closed and
+    left out, its reason kept there; without, the failure is raised."""
     live = dict(workers)
 
     def call(label, **sent):
@@ -358,9 +314,8 @@ def worker_rounds(workers, message, repeats, warm_up=None, name="", errors=None)
 
 
 def run_child(command, timeout, env=None):
-    """Run `command` (a process that prints one JSON object as its last `{` line) with
-    `env` added to the environment: that object, or `{"error": ...}` (its stderr's last
-    line, or the timeout)."""
+    """Run `command` (which prints one JSON object as its last `{` line) with `env` added:
+    that object, or `{"error": ...}` (its stderr's last line, or the timeout)."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
@@ -373,13 +328,9 @@ def run_child(command, timeout, env=None):
     return json.loads(lines[-1])
 
 
-# --- decoding set-up --------------------------------------------------------------------
-
-
 def batches_by_length(lengths, batch_size):
     """Sentence indices sorted by length, longest first, in batches of `batch_size`.
 
-    Example:
     >>> batches_by_length([3, 9, 5], 2)
     [[1, 2], [0]]
     """
@@ -389,9 +340,8 @@ def batches_by_length(lengths, batch_size):
 
 def warm_up_batches(batches, lengths):
     """One batch of each input shape our `generate` compiles (sources padded to a multiple
-    of 16 pieces; the batch's rows): the warm-up pass, the same batches for every row.
+    of 16; the batch's rows), the warm-up pass of every row.
 
-    Example:
     >>> warm_up_batches([[0], [1], [2]], [20, 30, 40])
     [[0], [2]]
     """
@@ -402,22 +352,26 @@ def warm_up_batches(batches, lengths):
     return list(shapes.values())
 
 
-def padded_sources(tokenizer, sentences, max_sequence_length):
-    """Source ids `(B, S)`: pieces then the end token, padded to the longest."""
+def padded(rows, value, width=None):
+    """Int32 `(len(rows), width or the longest)`: each id list, then `value`."""
     import numpy as np
 
+    ids = np.full((len(rows), width or max(map(len, rows))), value, "int32")
+    for row, values in enumerate(rows):
+        ids[row, : len(values)] = values
+    return ids
+
+
+def padded_sources(tokenizer, sentences, max_sequence_length):
+    """Source ids `(B, S)`: pieces then the end token, padded to the longest."""
     from keras_transformer.special_tokens import PAD_ID, with_end
 
-    ids = [with_end(row, max_sequence_length) for row in tokenizer.encode_as_ids(sentences)]
-    padded = np.full((len(ids), max(map(len, ids))), PAD_ID, "int32")
-    for row, values in enumerate(ids):
-        padded[row, : len(values)] = values
-    return padded
+    return padded([with_end(row, max_sequence_length)
+                   for row in tokenizer.encode_as_ids(sentences)], PAD_ID)
 
 
 def strings_and_count(tokenizer, token_ids):
-    """The detokenized outputs and the number of target tokens of each (no end, no
-    padding)."""
+    """The detokenized outputs, and each one's target tokens (no end, no padding)."""
     import numpy as np
 
     from keras_transformer.special_tokens import END_ID, PAD_ID
@@ -428,10 +382,7 @@ def strings_and_count(tokenizer, token_ids):
 
 
 def float32_model(model):
-    """`model` with float32 compute (a model trained under mixed precision), same weights.
-
-    The layers' policies tell: a loaded mixed-precision model reports `float32` at the top.
-    """
+    """`model` computing in float32 (one trained under mixed precision), same weights."""
     import keras_transformer as kt
 
     layers = [model.token_embedding, *model.encoder_blocks, *model.decoder_blocks]
@@ -456,14 +407,12 @@ def test_pairs(model_dir, sentences=None, data=None):
 
 
 def load_decoding_setup(model_dir, sentences=None, data=None, threads=2):
-    """What an in-process decoding row needs, loaded once: `(sources, references, source
-    lengths in pieces, tokenizer, float32 model, max_sequence_length)` for `test_pairs`,
-    with TensorFlow's thread pools set to `threads`."""
+    """An in-process decoding row's inputs: `(sources, references, source lengths in
+    pieces, tokenizer, float32 model, max_sequence_length)`, TensorFlow on `threads`."""
     try:
         fix_threads("tensorflow", threads)
     except RuntimeError:  # TensorFlow already started: its threads
-        print("warning: TensorFlow's thread pools were already set; ours use them",
-              file=sys.stderr)
+        log("warning: TensorFlow's thread pools were already set; ours use them")
     from keras_transformer.generation import Translator
 
     sources, references = test_pairs(model_dir, sentences, data)
@@ -473,36 +422,22 @@ def load_decoding_setup(model_dir, sentences=None, data=None, threads=2):
             loaded.max_sequence_length or 128)
 
 
-# --- reports ----------------------------------------------------------------------------
-
-
 def table(header, rows):
-    """Markdown table lines.
-
-    Example:
-    >>> table(["a", "b"], [[1, "x"]])
-    ['| a | b |', '|---|---|', '| 1 | x |']
-    """
+    """Markdown table lines."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
     return lines
 
 
 def significant(value, digits=5):
-    """`value` rounded to `digits` significant digits, for the JSON.
-
-    Example:
-    >>> significant(0.00123456), significant(1234.5678)
-    (0.0012346, 1234.6)
-    """
+    """`value` rounded to `digits` significant digits, for the JSON."""
     return float(f"{value:.{digits}g}")
 
 
 @dataclasses.dataclass
 class Goal:
-    """A goal a benchmark checks: `value` (None: not measured) against `target`, met when
-    `value >= target` (`at_most`: when `value <= target`). A goal checked elsewhere
-    gives its figures as text (`shown`, `wanted`) and its verdict (`verdict`)."""
+    """A goal: `value` (None: not measured) against `target`, met when `value >= target`
+    (`at_most`: `<=`); one checked elsewhere gives text (`shown`, `wanted`) and `verdict`."""
 
     goal: str
     value: float = None
@@ -526,7 +461,6 @@ class Goal:
 def goals_table(goals):
     """The goals as one markdown table: goal, measured, goal value, met or missed.
 
-    Example:
     >>> print("\\n".join(goals_table([Goal("ours / theirs", 1.234, 1.5), Goal("x", None, 2)])))
     | goal | measured | goal value | verdict |
     |---|---|---|---|

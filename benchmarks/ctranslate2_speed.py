@@ -1,41 +1,15 @@
-"""Translation speed and BLEU of our decoding against CTranslate2 on the same trained model.
+"""Decoding speed and BLEU of a trained model: ours against CTranslate2 and KerasHub's samplers.
 
-The protocol of CTranslate2's own README table, on this machine: the test split's
-sentences, greedy search and beam 4 at batch 1 and 32 (`--settings`), a fixed number
-of CPU threads (2 by default), target tokens/s (output pieces without the end token,
-best hypothesis only) and sentences/s of the median of `--repeats` timed passes (3)
-after a warm-up pass (XLA compiles each padded shape in the warm-up). Every row runs in
-a worker process of its own (`common.Worker`: a Keras backend is fixed per process, so
-rows on TensorFlow and JAX sit in one table), timed inside it (tokenizing, decoding,
-detokenizing); the rows take turns in each round of passes, so the shared machine's
-drift reaches them alike. A row that cannot start (JAX not installed, an option our
-library lacks) is listed as skipped with its reason. Where two rows
-give different translations, tokens/s credits the one with the longer outputs, and
-sentences/s (the same sentences) compares the time. Every row sorts the sentences by
-length into batches, as `Translator` and CTranslate2's `max_batch_size` do. Rows:
-
-- ours, `kt.generate` compiled with XLA on TensorFlow (float32 compute, as CTranslate2
-  float32: a model trained under mixed precision is decoded by a float32 copy in every
-  float32 row of ours), and the same on JAX (`jax.jit`);
-- the same with `shrink_batch=False`: every batch searched whole until its last
-  sentence ends (how `generate` worked before it searched the last quarter again in a
-  smaller batch);
-- ours through the exported SavedModel (`export_saved_model`, XLA inside);
-- ours in int8: `Translator.from_directory(..., quantization="int8")` (XLA);
-- CTranslate2 float32 and int8 (`export_ctranslate2`, `quantization="int8"`);
-- KerasHub's `GreedySampler` / `BeamSampler` (XLA) on the KerasHub-layers model holding
-  our weights (`keras_hub_baseline.keras_hub_copy_of`: the same logits), which runs the
-  whole decoder over the prompt at every step, as the keras.io recipe does;
-- the same samplers with KerasHub's key/value cache (`TransformerDecoder`'s
-  `self_attention_cache`, wired as KerasHub's BART does; `sampler_search(cached=True)`).
-
-All rows decode alike: no length penalty (ours `alpha=0`, CTranslate2
-`length_penalty=0`; their penalties differ, see the export guide), at most
-`min(longest source of the batch + 50, --max-length)` output tokens (our rule, given to
-CTranslate2 batch by batch as `max_decoding_length`), the end token allowed from the
-first step, padding and the start token never generated. So the float32 rows should
-give the same strings; the `same as ours` column counts the sentences whose translation
-equals ours (TensorFlow, XLA, float32). BLEU is sacrebleu's against the references.
+CTranslate2's README protocol on this machine: the test sentences sorted by length into
+batches, greedy and beam 4 at batch 1 and 32 (`--settings`), `--threads` CPU threads, no
+length penalty, at most the longest source + 50 output tokens (our rule, given to every
+row), padding and the start token never generated. Each row (`--rows`: ours on TensorFlow
+and JAX, with `shrink_batch=False`, its SavedModel and int8, CTranslate2 float32 and int8,
+KerasHub's samplers uncached and cached on `keras_hub_copy_of` the same weights) runs in
+a worker process of its own (`common.Worker`); after a warm-up pass, `--repeats` rounds
+with the rows taking turns; target tokens/s and sentences/s of each row's median pass,
+BLEU, and how many translations equal ours (TensorFlow, XLA, float32). A row that cannot
+start is listed as skipped with its reason. Protocol and figures: docs/guides/export.md.
 
     python benchmarks/ctranslate2_speed.py --model runs/demo/model --sentences 200
     python benchmarks/ctranslate2_speed.py --rows ours ours_jax ct2_float32 --settings 1x1 4x32
@@ -52,27 +26,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import (  # noqa: E402  (re-exported: decoding_profile.py and the tests use them)
-    Row,
-    Worker,
-    WorkerError,
-    batches_by_length,
-    fix_threads,
-    float32_model,
-    machine,
-    median_pass,
-    padded_sources,
-    positive_int,
-    serve,
-    setting,
-    strings_and_count,
-    table,
-    test_pairs,
-    time,
-    timed,
-    translate_all,
-    worker_rounds,
-)
+import common  # noqa: E402
 
 OURS = "ours, XLA"  # TensorFlow, float32: the reference of `same as ours`
 KERAS_HUB_CACHED = "KerasHub sampler, cached, XLA"
@@ -86,13 +40,7 @@ LABELS = {"saved_model": SAVED_MODEL, "ours": OURS, "ours_jax": "ours, JAX (jit)
           "ct2_int8": "CTranslate2 int8", "keras_hub": "KerasHub sampler, XLA",
           "keras_hub_cached": KERAS_HUB_CACHED}
 ROWS = tuple(LABELS)
-# (beam size, batch size): greedy and beam 4 at batch 1 and 32
-SETTINGS = ((1, 1), (4, 1), (1, 32), (4, 32))
-__all__ = ["batches_by_length", "median_pass", "positive_int", "setting", "timed",
-           "translate_all", "time"]
-
-
-# --- the rows (each in its worker) -----------------------------------------------------
+SETTINGS = ((1, 1), (4, 1), (1, 32), (4, 32))  # (beam size, batch size)
 
 
 def our_runner(translator, beam_size, max_length, shrink_batch=True):
@@ -103,7 +51,7 @@ def our_runner(translator, beam_size, max_length, shrink_batch=True):
     def translate(sentences):
         out = translator._generate(translator.tokenize(sentences), method, dict(
             beam_size=beam_size, alpha=0.0, max_length=max_length, shrink_batch=shrink_batch))
-        return strings_and_count(translator.tokenizer, out["token_ids"])
+        return common.strings_and_count(translator.tokenizer, out["token_ids"])
 
     return translate
 
@@ -121,12 +69,12 @@ def keras_hub_runner(copy, tokenizer, beam_size, max_length, max_sequence_length
                             cached=cached)
 
     def translate(sentences):
-        ids = padded_sources(tokenizer, sentences, max_sequence_length)
+        ids = common.padded_sources(tokenizer, sentences, max_sequence_length)
         width = round_up(ids.shape[1], 16)  # as ours, to bound the compiled shapes
         ids = np.pad(ids, [(0, 0), (0, width - ids.shape[1])], constant_values=PAD_ID)
         longest = int(np.max(np.sum(ids != PAD_ID, axis=1)))
         limit = min(longest + MAX_LENGTH_OFFSET, max_length)
-        return strings_and_count(tokenizer, search(ids, limit + 1))  # + the start token
+        return common.strings_and_count(tokenizer, search(ids, limit + 1))  # + the start token
 
     return translate
 
@@ -192,9 +140,9 @@ def ctranslate2_runner(path, tokenizer, beam_size, max_length, max_sequence_leng
 
 
 def build_row(row, model_dir, threads, max_length, work_dir):
-    """A worker's `common.Row` for `row` (a key of `LABELS`): loads what it decodes with
-    once; each beam size's runner is made on its first pass (the warm-up)."""
-    fix_threads("jax" if row == "ours_jax" else "tensorflow", threads)
+    """A worker's `common.Row` for `row` (a key of `LABELS`); a beam size's runner is made
+    on its first pass (the warm-up)."""
+    common.fix_threads("jax" if row == "ours_jax" else "tensorflow", threads)
     from keras_transformer.generation import Translator
 
     options = {"quantization": "int8"} if row == "ours_int8" else {}
@@ -202,7 +150,7 @@ def build_row(row, model_dir, threads, max_length, work_dir):
     tokenizer = loaded.tokenizer
     limit = loaded.max_sequence_length or 128
     translator = loaded if row == "ours_int8" else Translator(
-        float32_model(loaded.model), tokenizer, max_sequence_length=limit)
+        common.float32_model(loaded.model), tokenizer, max_sequence_length=limit)
     hub = keras_hub_model(translator.model) if row.startswith("keras_hub") else None
     ct2_path = None
     if row.startswith("ct2_"):
@@ -234,17 +182,13 @@ def build_row(row, model_dir, threads, max_length, work_dir):
 
     import keras
 
-    return Row(decode, lengths=lambda sentences: [
+    return common.Row(decode, lengths=lambda sentences: [
         len(ids) for ids in tokenizer.encode_as_ids(sentences)],
         info={"backend": keras.backend.backend()})
 
 
-# --- the driver -------------------------------------------------------------------------
-
-
 def start_workers(rows, model_dir, threads, max_length, work_dir):
-    """A started `Worker` per row that can run here (label -> worker), and the reason of
-    each row that cannot (label -> reason)."""
+    """`(label -> started Worker, label -> why a row cannot run here)`."""
     workers, skipped = {}, {}
     for row in rows:
         needs = {"ours_jax": "jax", "ct2_float32": "ctranslate2", "ct2_int8": "ctranslate2",
@@ -255,7 +199,7 @@ def start_workers(rows, model_dir, threads, max_length, work_dir):
         command = [sys.executable, os.path.abspath(__file__), "--worker", row, "--model",
                    model_dir, "--threads", str(threads), "--max-length", str(max_length),
                    "--work-dir", work_dir]
-        workers[LABELS[row]] = Worker(
+        workers[LABELS[row]] = common.Worker(
             LABELS[row], command, os.path.join(work_dir, f"{row}.log"),
             env={"KERAS_BACKEND": "jax" if row == "ours_jax" else "tensorflow"})
     return workers, skipped
@@ -263,13 +207,11 @@ def start_workers(rows, model_dir, threads, max_length, work_dir):
 
 def benchmark(model_dir, sentences=None, threads=2, max_length=128, data=None, rows=ROWS,
               work_dir=None, settings=SETTINGS, repeats=3):
-    """The table's rows (`rows` picks them) for each `(beam size, batch size)` of
-    `settings`, on the first `sentences` pairs of `data` (a TSV; default: the test split
-    of the data folder that config.json names); each row's speeds are the medians of
-    `repeats` timed passes, the rows in worker processes taking turns."""
+    """The rows (`rows` picks them) in each `(beam size, batch size)` of `settings` on the
+    first `sentences` pairs of `data` (default: the model's test split)."""
     from keras_transformer.evaluation import score_translations
 
-    sources, references = test_pairs(model_dir, sentences, data)
+    sources, references = common.test_pairs(model_dir, sentences, data)
     work_dir = work_dir or tempfile.mkdtemp(prefix="ct2-bench-")
     os.makedirs(work_dir, exist_ok=True)
     workers, skipped = start_workers(rows, model_dir, threads, max_length, work_dir)
@@ -280,7 +222,7 @@ def benchmark(model_dir, sentences=None, threads=2, max_length=128, data=None, r
                 info[label] = worker.receive()
                 answer = worker.call(sources=sources)
                 lengths = lengths or answer.get("lengths")
-            except WorkerError as error:
+            except common.WorkerError as error:
                 skipped[label] = error.reason
                 workers.pop(label).close()
         for beam_size, batch_size in settings:
@@ -290,10 +232,10 @@ def benchmark(model_dir, sentences=None, threads=2, max_length=128, data=None, r
             if not here:
                 break
             message = {"beam_size": beam_size,
-                       "batches": batches_by_length(lengths, batch_size)}
+                       "batches": common.batches_by_length(lengths, batch_size)}
             errors = {}
-            seconds, outputs = worker_rounds(here, message, repeats,
-                                             name=f"{name[0]} b{batch_size}", errors=errors)
+            seconds, outputs = common.worker_rounds(
+                here, message, repeats, name=f"{name[0]} b{batch_size}", errors=errors)
             for label, error in errors.items():
                 skipped[label] = error
                 workers.pop(label)
@@ -301,7 +243,7 @@ def benchmark(model_dir, sentences=None, threads=2, max_length=128, data=None, r
             for label, times in seconds.items():
                 strings = [text for text, _ in outputs[label]]
                 tokens = sum(count for _, count in outputs[label])
-                middle = median_pass(times)
+                middle = common.median_pass(times)
                 row = {"decoding": name[0], "batch_size": batch_size, "method": label,
                        "target_tokens_per_second": round(tokens / times[middle], 1),
                        "sentences_per_second": round(len(sources) / times[middle], 2),
@@ -312,19 +254,18 @@ def benchmark(model_dir, sentences=None, threads=2, max_length=128, data=None, r
                         float(np.mean([a == b for a, b in zip(strings, ours, strict=True)])),
                         4)
                 results.append(row)
-                print(json.dumps(row), file=sys.stderr, flush=True)
+                common.log(json.dumps(row))
     finally:
         for worker in workers.values():
             worker.close()
     return {"model": model_dir, "sentences": len(sources), "threads": threads,
-            "max_length": max_length, "repeats": repeats, "machine": machine(),
+            "max_length": max_length, "repeats": repeats, "machine": common.machine(),
             "rows_info": info, "skipped": skipped, "rows": results}
 
 
 def markdown(result):
     """The table of `benchmark`'s result, the skipped rows under it.
 
-    Example:
     >>> row = {"decoding": "greedy", "batch_size": 1, "target_tokens_per_second": 20.0,
     ...        "sentences_per_second": 2.0, "bleu": 9.5, "same_as_ours": 0.5}
     >>> text = markdown({"rows": [{**row, "method": CT2_FLOAT32}, {**row, "method": OURS}],
@@ -348,8 +289,8 @@ def markdown(result):
                      "" if sentences is None else f"{sentences:,.2f}",
                      f"{speed / base:.2f}x" if base else "n/a", f"{row['bleu']:.2f}",
                      "" if same is None else f"{100 * same:.1f}%"])
-    lines = table(["decoding", "batch", "method", "tokens/s", "sentences/s",
-                   "vs CTranslate2 float32", "BLEU", "same as ours"], rows)
+    lines = common.table(["decoding", "batch", "method", "tokens/s", "sentences/s",
+                          "vs CTranslate2 float32", "BLEU", "same as ours"], rows)
     skipped = result.get("skipped", {})
     if skipped:
         lines += [""] + [f"Skipped: {label}: {reason}" for label, reason in skipped.items()]
@@ -367,12 +308,12 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--max-length", type=int, default=128, help="most output tokens")
     parser.add_argument("--output", default=None, metavar="JSON", help="write the result here")
-    parser.add_argument("--settings", type=setting, nargs="+", default=SETTINGS,
+    parser.add_argument("--settings", type=common.setting, nargs="+", default=SETTINGS,
                         metavar="BEAMxBATCH",
                         help="beam size x batch size (default: 1x1 4x1 1x32 4x32)")
     parser.add_argument("--rows", nargs="+", choices=ROWS, default=ROWS,
                         help="which rows to run (default: all)")
-    parser.add_argument("--repeats", type=positive_int, default=3, metavar="N",
+    parser.add_argument("--repeats", type=common.positive_int, default=3, metavar="N",
                         help="timed passes per row, the rows taking turns; the table shows "
                              "their medians (default: 3)")
     parser.add_argument("--work-dir", default=None, metavar="DIR",
@@ -380,15 +321,13 @@ def main():
     parser.add_argument("--worker", choices=ROWS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        serve(lambda: build_row(args.worker, args.model, args.threads, args.max_length,
-                                args.work_dir))
+        common.serve(lambda: build_row(args.worker, args.model, args.threads,
+                                       args.max_length, args.work_dir))
         return
     result = benchmark(args.model, args.sentences, args.threads, args.max_length, args.data,
                        rows=args.rows, work_dir=args.work_dir, settings=args.settings,
                        repeats=args.repeats)
-    if args.output:
-        with open(args.output, "w", encoding="utf-8") as file:
-            json.dump(result, file, indent=2)
+    common.write_json(args.output, result)
     print(f"{result['sentences']} test sentences of {result['model']}, {result['threads']} "
           "threads, no length penalty:\n")
     print(markdown(result))

@@ -1,24 +1,13 @@
 """Where a sentence's decoding time goes: ours and KerasHub's cached samplers, measured.
 
-The rows of `ctranslate2_speed.py` (ours, XLA; KerasHub's cached `GreedySampler` /
-`BeamSampler` on the KerasHub-layers copy of the same weights) translate the same
-sentences, sorted by length into batches: once to warm up, `--repeats` timed passes (3)
-with the two sides taking turns (`common.timed`, in this process), then once each under
-TensorFlow's profiler with XLA's per-kernel trace on. Per sentence, in ms:
-
-- `wall`: the median timed pass (without the profiler);
-- `host`: the traced pass less its time inside the compiled search (`CpuExecutable` on
-  the calling thread): tokenizing, padding, dispatch, reading the results;
-- `products`: the XLA kernels of matrix products (Eigen `MatMul`s and `dot`s, and fusions
-  around a dot), summed over the CPU threads;
-- `other ops`: every other XLA kernel, summed over the threads; `waiting`: threads
-  waiting on each other inside a kernel.
-
-Kernel times are summed over the threads, and the traced pass runs slower than the
-timed ones, so the parts add up to more than `wall`: they show where the time goes, not
-a partition of it.
-The trace needs `XLA_FLAGS=--xla_cpu_enable_xprof_traceme=true` before TensorFlow
-starts, so this script runs in its own process and sets it itself.
+The two rows of `ctranslate2_speed.py` translate the same length-sorted batches: a warm-up,
+`--repeats` interleaved timed passes (`common.timed`), then one pass each under
+TensorFlow's profiler with XLA's per-kernel trace. Per sentence, in ms: `wall` (the median
+timed pass), `host` (the traced pass outside the compiled search), `products` (matrix
+product kernels), `other ops` (other kernels) and `waiting` (threads waiting inside a
+kernel); kernels are summed over threads, so the parts add up to more than `wall`. The
+trace needs `XLA_FLAGS=--xla_cpu_enable_xprof_traceme=true` before TensorFlow starts:
+this script sets it, in its own process.
 
     python benchmarks/decoding_profile.py --model runs/demo/model --sentences 100 \\
         --settings 1x1 4x1
@@ -38,18 +27,11 @@ import tempfile  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import (  # noqa: E402
-    batches_by_length,
-    load_decoding_setup,
-    median_pass,
-    positive_int,
-    setting,
-    timed,
-    translate_all,
-)
+import common  # noqa: E402
 from ctranslate2_speed import KERAS_HUB_CACHED, OURS  # noqa: E402
 from training_profile import under_profiler  # noqa: E402
 
+SETTINGS = ((1, 1), (4, 1))  # (beam size, batch size)
 PARTS = ("wall", "host", "products", "other ops", "waiting")
 _PRODUCT = re.compile(r"^(MatMul|dot|convolution)|dot_|_dot")
 
@@ -86,7 +68,7 @@ def _traced_pass(translate, sources, batches, log_dir):
     """Seconds to translate `sources` in `batches` under the profiler, and the kernel
     times of that pass (`kernel_times`)."""
     (_, _, seconds), paths = under_profiler(
-        lambda: translate_all(translate, sources, batches), log_dir)
+        lambda: common.translate_all(translate, sources, batches), log_dir)
     (path,) = paths
     parts = kernel_times(path)
     if not parts["products"]:
@@ -97,7 +79,7 @@ def _traced_pass(translate, sources, batches, log_dir):
     return seconds, parts
 
 
-def profile(model_dir, sentences=100, settings=((1, 1), (4, 1)), threads=2, max_length=128,
+def profile(model_dir, sentences=100, settings=SETTINGS, threads=2, max_length=128,
             data=None, repeats=3):
     """Per-sentence ms by part for ours and KerasHub's cached sampler in each setting, on
     the first `sentences` sources of `data` (a TSV; default: the model's test split)."""
@@ -105,7 +87,7 @@ def profile(model_dir, sentences=100, settings=((1, 1), (4, 1)), threads=2, max_
 
     from keras_transformer.generation import Translator
 
-    sources, _, lengths, tokenizer, model, max_sequence_length = load_decoding_setup(
+    sources, _, lengths, tokenizer, model, max_sequence_length = common.load_decoding_setup(
         model_dir, sentences, data, threads)
     hub = keras_hub_model(model)
     translator = Translator(model, tokenizer, max_sequence_length=max_sequence_length)
@@ -113,19 +95,19 @@ def profile(model_dir, sentences=100, settings=((1, 1), (4, 1)), threads=2, max_
     rows = []
     with tempfile.TemporaryDirectory(prefix="decoding-profile-") as work_dir:
         for beam_size, batch_size in settings:
-            batches = batches_by_length(lengths, batch_size)
+            batches = common.batches_by_length(lengths, batch_size)
             runners = {
                 OURS: our_runner(translator, beam_size, max_length),
                 KERAS_HUB_CACHED: keras_hub_runner(hub, tokenizer, beam_size, max_length,
                                                    max_sequence_length, cached=True)}
             # Warm-up (XLA compiles every shape), then the timed passes, taking turns.
-            timings = timed(runners, sources, batch_size, lengths, repeats)
+            timings = common.timed(runners, sources, batch_size, lengths, repeats)
             for label, translate in runners.items():
                 seconds = timings[label][2]
                 traced, parts = _traced_pass(translate, sources, batches,
                                              os.path.join(work_dir, str(len(rows))))
                 per_sentence = {
-                    "wall": 1e3 * seconds[median_pass(seconds)] / len(sources),
+                    "wall": 1e3 * seconds[common.median_pass(seconds)] / len(sources),
                     "host": max(0.0, 1e3 * traced - parts["executable"]) / len(sources)}
                 per_sentence |= {part: parts[part] / len(sources)
                                  for part in ("products", "other ops", "waiting")}
@@ -133,7 +115,7 @@ def profile(model_dir, sentences=100, settings=((1, 1), (4, 1)), threads=2, max_
                              "batch_size": batch_size, "method": label,
                              "ms_per_sentence": {k: round(v, 2)
                                                  for k, v in per_sentence.items()}})
-                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+                common.log(json.dumps(rows[-1]))
     return {"model": model_dir, "sentences": len(sources), "threads": threads,
             "repeats": repeats, "rows": rows}
 
@@ -168,14 +150,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="runs/demo/model", metavar="DIR",
                         help="a trained model folder (its config.json names the data folder)")
-    parser.add_argument("--sentences", type=positive_int, default=100, metavar="N",
+    parser.add_argument("--sentences", type=common.positive_int, default=100, metavar="N",
                         help="the first N test sentences (default: 100)")
-    parser.add_argument("--settings", type=setting, nargs="+", default=((1, 1), (4, 1)),
+    parser.add_argument("--settings", type=common.setting, nargs="+", default=SETTINGS,
                         metavar="BEAMxBATCH", help="beam size x batch size (default: 1x1 4x1)")
     parser.add_argument("--data", default=None, metavar="TSV",
                         help="source<TAB>reference pairs (default: the model's test split)")
-    parser.add_argument("--threads", type=positive_int, default=2)
-    parser.add_argument("--repeats", type=positive_int, default=3, metavar="N",
+    parser.add_argument("--threads", type=common.positive_int, default=2)
+    parser.add_argument("--repeats", type=common.positive_int, default=3, metavar="N",
                         help="timed passes per side, taking turns (default: 3)")
     parser.add_argument("--output", default=None, metavar="JSON", help="write the result here")
     args = parser.parse_args()
@@ -183,9 +165,7 @@ def main():
         parser.error(f"no trained model in {args.model}: train one first (make demo)")
     result = profile(args.model, args.sentences, args.settings, args.threads,
                      data=args.data, repeats=args.repeats)
-    if args.output:
-        with open(args.output, "w", encoding="utf-8") as file:
-            json.dump(result, file, indent=2)
+    common.write_json(args.output, result)
     print(f"{result['sentences']} test sentences of {result['model']}, {result['threads']} "
           "threads, ms a sentence:\n")
     print(markdown(result))

@@ -1,28 +1,18 @@
 """The KerasHub baseline: the keras.io "English-to-Spanish translation with KerasHub" recipe.
 
-The model is that recipe's shape, sized like one of our presets: per side a
-`keras_hub.layers.TokenAndPositionEmbedding` (learned positions, untied), a stack of
-`keras_hub.layers.TransformerEncoder` / `TransformerDecoder` blocks and a final `Dense`
-to the vocabulary. Widths, heads, layers, vocabulary, maximum length, layer-norm epsilon
-and dropout are our preset's; the recipe's extra 0.5 dropout before the output layer is
-left out (it would only slow the baseline's learning). With `normalize_first=True` the
-blocks are KerasHub's pre-LN variant and, as in ours, a `LayerNormalization` closes each
-stack. Inputs and output are ours
-(`encoder_token_ids`, `decoder_token_ids` -> float32 logits), so it trains with our loss,
-optimizer, schedule and batches (`keras_transformer.compile_transformer`).
-
-Translation is the recipe's too: a `keras_hub.samplers.GreedySampler` or `BeamSampler`
-fills a fixed-length prompt, calling `next(prompt, cache, index)`, which runs the whole
-decoder over the prompt at every step (no key/value cache). Unlike the recipe, the
-encoder runs once per batch and the sampler is compiled with XLA, as KerasHub's own
-`generate` does. `sampler_search(..., cached=True)` (and `KerasHubTranslator(cached=True)`)
-adds what the recipe lacks: KerasHub's own key/value cache, wired through
-`TransformerDecoder`'s `self_attention_cache` as KerasHub's BART does. It gives the
-uncached recipe's tokens (tested) about 12x faster, and is the baseline's decoding in the
-quality benchmark.
+The recipe's model (`TokenAndPositionEmbedding` with learned untied positions, KerasHub's
+`TransformerEncoder` / `TransformerDecoder` blocks, a final `Dense`) sized like one of our
+presets, with our inputs and float32 logits, so it trains with our loss, optimizer,
+schedule and batches; without the recipe's extra 0.5 dropout before the output. Decoding
+is the recipe's too: KerasHub's `GreedySampler` / `BeamSampler` rerun the decoder over the
+whole prompt at every step (compiled with XLA, the encoder run once); `cached=True` adds
+KerasHub's key/value cache as its BART wires it (the same tokens, about 12x faster).
 
     python benchmarks/keras_hub_baseline.py   # builds the small preset and decodes a batch
 """
+
+import os
+import sys
 
 import keras
 import keras_hub
@@ -32,25 +22,21 @@ from keras import ops
 import keras_transformer as kt
 from keras_transformer.generation import Translator
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from common import padded  # noqa: E402
+
 
 def build_keras_hub_transformer(preset="small", *, vocabulary_size, max_sequence_length=128,
                                 activation="relu", layer_norm_epsilon=1e-6, **overrides):
-    """The recipe's encoder-decoder, sized like `kt.PRESETS[preset]` (with `overrides`).
+    """The recipe's model sized like `kt.PRESETS[preset]` (with `overrides`): our inputs,
+    float32 logits `(B, T, V)`, and the attributes `hidden_dim`, `encoder` (ids -> `(B, S,
+    D)`) and `decoder` (ids, encoder sequence, encoder mask -> logits) on the same weights.
 
-    `activation` (the feed-forward's) and `layer_norm_epsilon` default to our
-    `Transformer`'s defaults.
-
-    Returns a functional `keras.Model` with our input names and float32 logits
-    `(B, T, V)`, plus the attributes `hidden_dim` (read by `compile_transformer`),
-    `encoder` (ids -> `(B, S, D)`) and `decoder` (ids, encoder sequence, encoder
-    padding mask -> logits) over the same weights.
-
-    Example:
     >>> model = build_keras_hub_transformer("tiny", vocabulary_size=50, max_sequence_length=16)
-    >>> logits = model({"encoder_token_ids": np.ones((2, 7), "int32"),
-    ...                 "decoder_token_ids": np.ones((2, 5), "int32")})
-    >>> tuple(logits.shape), str(logits.dtype)
-    ((2, 5, 50), "<dtype: 'float32'>")
+    >>> tuple(model({"encoder_token_ids": np.ones((2, 7), "int32"),
+    ...              "decoder_token_ids": np.ones((2, 5), "int32")}).shape)
+    (2, 5, 50)
     """
     config = {**kt.PRESETS[preset], **overrides}
     hidden_dim = config["hidden_dim"]
@@ -99,48 +85,10 @@ def build_keras_hub_transformer(preset="small", *, vocabulary_size, max_sequence
 
 
 def keras_hub_copy_of(model, *, max_sequence_length=None):
-    """The baseline at `model`'s size holding `model`'s weights: the same float32 logits.
-
-    `model` is a `keras_transformer.Transformer` (any precision; the copy computes in
-    float32). Its configuration sets the copy's size (layers, widths, heads, pre- or
-    post-LN, activation, layer-norm epsilon, vocabulary), and every weight maps onto
-    KerasHub's layers:
-
-    - the shared token table, times `sqrt(hidden_dim)` (our embedding's scaling, which
-      `TokenAndPositionEmbedding` lacks), into both stacks' token embeddings;
-    - positions into both stacks' learned position tables: ours when learned, else
-      our interleaved sinusoids of `keras_transformer.layers.position_embedding`
-      tabulated for positions `0 .. max_sequence_length - 1`;
-    - the output `Dense`: the unscaled token table transposed (ours is tied to the
-      embedding) with a zero bias (ours has none);
-    - each attention's query/key/value kernels `(D, N, H)`, biases `(N, H)` and output
-      kernel `(N, H, D)`, bias `(D,)`, which are `keras.layers.MultiHeadAttention`'s
-      layouts; each block's layer norms and feed-forward; with `normalize_first` the
-      final `encoder_norm` and `decoder_norm`.
-
-    Dropout stays the model's rate (used only in training, where KerasHub applies the
-    one rate to the attention weights too).
-
-    Args:
-        model: a `keras_transformer.Transformer`.
-        max_sequence_length: int or `None`. Positions the copy covers; defaults to
-            `model.max_sequence_length`. Sinusoids have no limit, the copy's table has
-            one; a learned table can be cut to at most its length.
-
-    Raises:
-        ValueError: when `model` holds something KerasHub's layers cannot: a position
-            embedding other than `"sinusoidal"` or `"learned"`, or more positions than
-            a learned table has.
-
-    Example:
-    >>> model = kt.build_transformer("tiny", vocabulary_size=50, num_layers=1,
-    ...                              max_sequence_length=16)
-    >>> copy = keras_hub_copy_of(model)
-    >>> ids = {"encoder_token_ids": np.array([[5, 6, 3, 0]], "int32"),
-    ...        "decoder_token_ids": np.array([[2, 7, 8]], "int32")}
-    >>> bool(np.abs(np.asarray(copy(ids)) - np.asarray(model(ids))).max() < 1e-4)
-    True
-    """
+    """The baseline at the size of `model` (our `Transformer`) holding its weights, computing
+    its logits in float32: the token table scaled by `sqrt(hidden_dim)` into both stacks,
+    our positions (learned, or the sinusoids tabulated up to `max_sequence_length`) into
+    KerasHub's position tables, the transposed table as the output `Dense` (zero bias)."""
     from keras_transformer.layers.position_embedding import sinusoids
 
     config = model.get_config()
@@ -231,16 +179,9 @@ def keras_hub_copy_of(model, *, max_sequence_length=None):
 
 
 def _cached_next(model, encoder_sequence, encoder_mask, prompt_length, copies=1):
-    """KerasHub's cached decoding step for the baseline, as its BART generates.
-
-    Returns `(next, cache)`. `cache` holds every decoder block's self-attention
-    keys/values, zeros with one slot per prompt position, stacked
-    `(B, layers, 2, T, N, H)`; the beam sampler repeats and reorders it itself. `next`
-    runs one token through the blocks with `self_attention_cache_update_index`, the
-    `TransformerDecoder` API KerasHub's own models use, and reads the cross-attention
-    keys/values computed once from `encoder_sequence` (repeated `copies` times, the
-    beams of a sentence share them).
-    """
+    """`(next, cache)`: KerasHub's cached step as its BART generates; `cache` holds every
+    block's self-attention keys/values `(B, layers, 2, T, N, H)`, the cross-attention's are
+    computed once (repeated `copies` times, for the beams)."""
     decoder = model.decoder
     embedding = decoder.get_layer("decoder_embedding")
     blocks = [layer for layer in decoder.layers
@@ -281,16 +222,9 @@ def _cached_next(model, encoder_sequence, encoder_mask, prompt_length, copies=1)
 
 
 def sampler_search(model, method="greedy", beam_size=4, jit_compile=True, cached=False):
-    """A function `(encoder_token_ids (B, S), prompt_length) -> token ids (B, L - 1)`.
-
-    The KerasHub sampler fills a prompt `[START, PAD, ...]` of `prompt_length` ids and
-    stops once every row has produced `END_ID`; the returned ids drop the start token
-    and are `PAD_ID` after the end token. Compiled once per shape with XLA.
-
-    `cached=False` is the keras.io recipe: each step runs the whole decoder over the
-    prompt. `cached=True` keeps KerasHub's key/value cache (`_cached_next`), the way
-    KerasHub's own seq2seq models generate: the same tokens, one position a step.
-    """
+    """`(encoder_token_ids (B, S), prompt_length) -> token ids (B, L - 1)`: the sampler
+    fills `[START, PAD, ...]` until every row ends; `PAD_ID` after the end token.
+    `cached=False` is the recipe (the whole decoder over the prompt each step)."""
     import tensorflow as tf  # only here: building the baseline needs no TensorFlow
 
     if method == "greedy":
@@ -332,11 +266,8 @@ def sampler_search(model, method="greedy", beam_size=4, jit_compile=True, cached
 
 
 class KerasHubTranslator(Translator):
-    """Our `Translator` (tokenizer, length-sorted batches) over the baseline's samplers.
-
-    The prompt holds the paper's limit, the batch's longest source + 50 (at most
-    `max_sequence_length`), rounded up to a multiple of 16 to limit recompilation.
-    """
+    """Our `Translator` over the baseline's samplers; the prompt holds the longest source
+    + 50 (at most `max_sequence_length`), rounded up to a multiple of 16."""
 
     def __init__(self, model, tokenizer, max_sequence_length=128, cached=False, **kwargs):
         super().__init__(model, tokenizer, max_sequence_length=max_sequence_length, **kwargs)
@@ -350,11 +281,9 @@ class KerasHubTranslator(Translator):
                                                     cached=self.cached)
         longest = max(len(ids) for ids in batch)
         source_length = min(-(-longest // 16) * 16, self.max_sequence_length)
-        padded = np.full((len(batch), source_length), kt.PAD_ID, "int32")
-        for row, ids in enumerate(batch):
-            padded[row, : len(ids)] = ids
         prompt_length = min(-(-(longest + 51) // 16) * 16, self.max_sequence_length)
-        return {"token_ids": self._searches[method](padded, prompt_length)}
+        ids = padded(batch, kt.PAD_ID, source_length)
+        return {"token_ids": self._searches[method](ids, prompt_length)}
 
 
 if __name__ == "__main__":

@@ -1,50 +1,15 @@
 """Decoding speed of an OPUS-MT-size Marian model: ours against `transformers` and CTranslate2.
 
-Same weights, same sentences, interleaved passes. The model is a random `MarianMTModel` of
-OPUS-MT's real size (d_model 512, 6+6 layers, 8 heads, FF 2048, a 58,101-entry
-vocabulary), written as a Hugging Face snapshot by the importer tests' fixture
-(`tests/importers/marian_fixtures.write_marian_snapshot`): its two SentencePiece models
-stay small, and `vocab.json` is padded with synthetic pieces (`▁synthetic…`, never
-produced by the spm models) up to the vocabulary size, so the embeddings and the output
-projection have the real size. Rows, every one from that snapshot:
-
-- ours on TensorFlow (`kt.generate`, XLA), on JAX (`jax.jit`) and on PyTorch (the
-  no-gradient eager loop): each backend's fastest path, on the model `import_marian`
-  wrote (float32); the goal lines take the fastest of the three;
-- `transformers`' `MarianMTModel.generate` (PyTorch, `num_beams`, `early_stopping=True`),
-  the runtime most OPUS-MT users have today;
-- CTranslate2 float32, converted by its own `TransformersConverter`.
-
-Settings: greedy at batch 1 and beam 4 at batch 32 (`--settings`), on the first
-`--sentences` synthetic sources (1 or 2 of the fixture's sentences each; one count, or
-one per setting). Every row decodes alike: the same source ids (Hugging Face's
-tokenizer, end token included), the same length-sorted batches, at most `--max-length`
-new tokens (64), Hugging Face's length penalty 1.0 (`"average"`: ours `alpha=1`,
-CTranslate2 `length_penalty=1`), `<pad>` never generated, and no forced end token
-(OPUS-MT sets `forced_eos_token_id`, which CTranslate2 has no option for; it only
-changes the last token at the limit). A random model rarely emits the end token, so
-nearly every output runs to the limit: every row then does the same work (the same
-number of decoder steps over the same batches), which a speed measure needs, while the
-outputs themselves mean nothing (the end token's logit bias is left as it is: raising
-it would not make a random model's lengths realistic, only ragged). For the same
-reason ours pass `shrink_batch=False`: the default first searches up to the longest
-source + 8 tokens and, when outputs are still running there, as all are here, searches
-them again (`--shrink-batch` measures that). `same as transformers` counts the outputs
-identical, token for token, to `generate`'s.
-
-Protocol (as `ctranslate2_speed.py`): a fixed number of CPU threads for every row
-(`--threads`, 2: TensorFlow's intra-op pool, `torch.set_num_threads`, CTranslate2's
-`intra_threads`, and for JAX, whose XLA sizes its pool from the CPUs the process may
-use, the process's CPU affinity); each row runs in its own worker process (a Keras
-backend is fixed per process), kept alive across passes and driven over stdin/stdout
-with JSON lines, so compilation stays in the warm-up. Per setting, each row first runs
-an untimed warm-up pass over one batch of each input shape ours compile
-(`warm_up_batches`), then `--repeats` rounds (3), each running every row once in a
-rotated order, so the shared machine's drift reaches all rows alike; the other workers
-wait idle meanwhile. A pass is timed inside its worker: building each batch's input,
-decoding, reading the output ids (no text tokenization, no process communication). The
-table shows each row's median pass: output tokens/s (without the end token, best
-hypothesis) and sentences/s; the ratios compare the median times on the same sentences.
+A random `MarianMTModel` of OPUS-MT's size (d_model 512, 6+6 layers, a 58,101-entry
+vocabulary padded with synthetic pieces), written by the importer tests' fixture; rows:
+ours on TensorFlow (XLA), JAX (jit) and PyTorch (eager) from `import_marian`'s folder (the
+goals take the fastest), `transformers`' `generate`, and CTranslate2 float32 from its own
+converter. Greedy at batch 1 and beam 4 at batch 32 (`--settings`) on the same synthetic
+sources and batches, at most `--max-length` new tokens, length penalty 1, no forced end
+token, `shrink_batch=False` (a random model's outputs all run to the limit). Each row runs
+in a worker process (`common.Worker`) on `--threads` threads: a warm-up pass, then
+`--repeats` interleaved rounds; the table shows each row's median pass and how many outputs
+equal `generate`'s. Protocol and figures: docs/guides/pretrained.md.
 
     nice -n 10 python benchmarks/pretrained_speed.py --output runs/pretrained_speed.json
 """
@@ -62,25 +27,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import (  # noqa: E402
-    ROOT,
-    Row,
-    Worker,
-    batches_by_length,
-    fix_threads,
-    log,
-    machine,
-    median_pass,
-    positive_int,
-    serve,
-    setting,
-    setting_name,
-    significant,
-    table,
-    versions,
-    warm_up_batches,
-    worker_rounds,
-)
+import common  # noqa: E402
 
 OUR_ROWS = {"tensorflow": "ours, TensorFlow (XLA)", "jax": "ours, JAX (jit)",
             "torch": "ours, PyTorch (eager)"}
@@ -92,15 +39,14 @@ LENGTH_PENALTY = 1.0  # Hugging Face's default, OPUS-MT's generation configs kee
 OPUS_MT_VOCABULARY = 58101  # opus-mt-de-en's vocab_size
 
 
-# --- the snapshot ----------------------------------------------------------------------
+GOAL = 2.0  # ours / transformers
 
 
 def build_snapshot(folder, hidden_dim=512, layers=6, heads=8, ffn=2048,
                    vocabulary_size=OPUS_MT_VOCABULARY, seed=0):
-    """A random OPUS-MT snapshot of the given size in `folder` (the fixture's, its
-    vocabulary padded with synthetic pieces to `vocabulary_size` entries; a smaller size
-    keeps the fixture's own). Returns the vocabulary size."""
-    sys.path.insert(0, ROOT)
+    """A random OPUS-MT snapshot of this size in `folder` (the fixture's, its vocabulary
+    padded with synthetic pieces to `vocabulary_size`); returns the vocabulary size."""
+    sys.path.insert(0, common.ROOT)
     from tests.importers.marian_fixtures import (
         ENGLISH_SENTENCES,
         GERMAN_SENTENCES,
@@ -136,11 +82,10 @@ def build_snapshot(folder, hidden_dim=512, layers=6, heads=8, ffn=2048,
 
 
 def source_sentences(count, seed=7):
-    """`count` German-like sources of varied length: 1 or 2 of the fixture's sentences
-    (12 to about 50 pieces of its small spm model)."""
+    """`count` German-like sources: 1 or 2 of the fixture's sentences each."""
     import random
 
-    sys.path.insert(0, ROOT)
+    sys.path.insert(0, common.ROOT)
     from tests.importers.marian_fixtures import GERMAN_WORDS, synthetic_sentences
 
     parts = synthetic_sentences(GERMAN_WORDS, 2 * count, seed)
@@ -148,12 +93,8 @@ def source_sentences(count, seed=7):
     return [" ".join(parts[2 * i : 2 * i + rng.randint(1, 2)]) for i in range(count)]
 
 
-# --- the rows, each in its own worker process -----------------------------------------
-
-
 def ours_decoder(snapshot, model_dir, shrink_batch=False):
-    """`decode(batch of Marian id lists, beam size, max length) -> Marian id lists` with our
-    `generate` on the running backend, and `prepare(ids)` (Marian ids -> ours, untimed)."""
+    """Our `generate` on the running backend: Marian id lists in and out."""
     import numpy as np
 
     from keras_transformer.data.marian_tokenizer import MarianTokenizer
@@ -168,35 +109,28 @@ def ours_decoder(snapshot, model_dir, shrink_batch=False):
     for name in ("method", "beam_size", "max_length", "max_length_offset", "force_end"):
         defaults.pop(name, None)
 
-    def prepare(ids):
-        return [source[i] for i in ids]
-
     def decode(batch, beam_size, max_length):
-        ids = np.full((len(batch), max(map(len, batch))), PAD_ID, "int32")
-        for row, values in enumerate(batch):
-            ids[row, : len(values)] = values
-        out = generate(translator.model, ids, "greedy" if beam_size == 1 else "beam",
-                       beam_size=beam_size, max_length=max_length,
-                       max_length_offset=max_length, force_end=False,
+        out = generate(translator.model, common.padded(batch, PAD_ID),
+                       "greedy" if beam_size == 1 else "beam", beam_size=beam_size,
+                       max_length=max_length, max_length_offset=max_length, force_end=False,
                        shrink_batch=shrink_batch, **defaults)
         return [[int(target[i]) for i in row if i not in (PAD_ID, END_ID)]
                 for row in out["token_ids"]]
 
-    return Row(decode, prepare,
-               info={"generate_options": {**defaults, "shrink_batch": shrink_batch}})
+    return common.Row(decode, lambda ids: [source[i] for i in ids],
+                      info={"generate_options": {**defaults, "shrink_batch": shrink_batch}})
 
 
 def transformers_decoder(snapshot):
-    """The same for `MarianMTModel.generate` (Marian ids in and out)."""
+    """The same for `MarianMTModel.generate`."""
     import torch
     import transformers
 
     model = transformers.MarianMTModel.from_pretrained(snapshot).eval()
     config = model.config
     pad, eos = config.pad_token_id, config.eos_token_id
-
-    # No forced end token (see the module docstring). `generate` fills what a
-    # `GenerationConfig` leaves unset from the model's own, so that one is changed.
+    # No forced end token. `generate` fills what a `GenerationConfig` leaves unset from
+    # the model's own, so that one is changed.
     model.generation_config.forced_eos_token_id = None
     model.generation_config.max_length = None
 
@@ -209,15 +143,14 @@ def transformers_decoder(snapshot):
         return transformers.GenerationConfig(**generation)
 
     def decode(batch, beam_size, max_length):
-        ids = torch.full((len(batch), max(map(len, batch))), pad, dtype=torch.long)
-        for row, values in enumerate(batch):
-            ids[row, : len(values)] = torch.tensor(values)
+        ids = torch.from_numpy(common.padded(batch, pad)).long()
         with torch.inference_mode():
             out = model.generate(input_ids=ids, attention_mask=(ids != pad).long(),
                                  generation_config=settings(beam_size, max_length))
         return [[int(i) for i in row[1:] if i not in (pad, eos)] for row in out.tolist()]
 
-    return Row(decode, list, info={"attention": getattr(config, "_attn_implementation", None)})
+    return common.Row(decode, list,
+                      info={"attention": getattr(config, "_attn_implementation", None)})
 
 
 def ctranslate2_decoder(snapshot, ct2_dir, threads):
@@ -230,29 +163,14 @@ def ctranslate2_decoder(snapshot, ct2_dir, threads):
     translator = ctranslate2.Translator(ct2_dir, device="cpu", compute_type="float32",
                                         inter_threads=1, intra_threads=threads)
 
-    def prepare(ids):
-        return [pieces[i] for i in ids]
-
     def decode(batch, beam_size, max_length):
         results = translator.translate_batch(
             batch, beam_size=beam_size, length_penalty=LENGTH_PENALTY,
             max_decoding_length=max_length, max_input_length=0)
         return [[vocabulary[piece] for piece in result.hypotheses[0]] for result in results]
 
-    return Row(decode, prepare, info={"compute_type": "float32"})
-
-
-def build_row(row, snapshot, model_dir, ct2_dir, threads, shrink_batch=False):
-    """A row's worker (`common.serve`): Marian id lists in and out."""
-    fix_threads({"transformers": "torch", "ctranslate2": None}.get(row, row), threads)
-    if row in OUR_ROWS:
-        served = ours_decoder(snapshot, model_dir, shrink_batch)
-    elif row == "transformers":
-        served = transformers_decoder(snapshot)
-    else:
-        served = ctranslate2_decoder(snapshot, ct2_dir, threads)
-    served.info["versions"] = versions(VERSIONS[row])
-    return served
+    return common.Row(decode, lambda ids: [pieces[i] for i in ids],
+                      info={"compute_type": "float32"})
 
 
 VERSIONS = {"tensorflow": ["keras", "tensorflow"], "jax": ["keras", "jax", "jaxlib"],
@@ -260,24 +178,25 @@ VERSIONS = {"tensorflow": ["keras", "tensorflow"], "jax": ["keras", "jax", "jaxl
             "ctranslate2": ["ctranslate2"]}
 
 
-def start_worker(row, args, snapshot, model_dir, ct2_dir, log_path):
-    command = [sys.executable, os.path.abspath(__file__), "--worker", row, "--snapshot",
-               snapshot, "--model-dir", model_dir, "--ct2-dir", ct2_dir,
-               "--threads", str(args.threads)] + (["--shrink-batch"] if args.shrink_batch
-                                                   else [])
-    return Worker(ROWS[row], command, log_path,
-                  env={"KERAS_BACKEND": row if row in OUR_ROWS else "torch"})
-
-
-# --- the benchmark ---------------------------------------------------------------------
+def build_row(row, snapshot, model_dir, ct2_dir, threads, shrink_batch=False):
+    """A row's worker (`common.serve`)."""
+    common.fix_threads({"transformers": "torch", "ctranslate2": None}.get(row, row), threads)
+    if row in OUR_ROWS:
+        served = ours_decoder(snapshot, model_dir, shrink_batch)
+    elif row == "transformers":
+        served = transformers_decoder(snapshot)
+    else:
+        served = ctranslate2_decoder(snapshot, ct2_dir, threads)
+    served.info["versions"] = common.versions(VERSIONS[row])
+    return served
 
 
 def prepare_models(work_dir, args):
-    """The snapshot, our import and CTranslate2's conversion in `work_dir`, reused when a
-    previous run wrote them for the same sizes. Returns `(snapshot, ours, ct2, sizes)`."""
+    """The snapshot, our import and CTranslate2's conversion in `work_dir` (reused for the
+    same sizes): `(snapshot, ours, ct2, sizes)`."""
     sizes = {"hidden_dim": args.hidden_dim, "layers": args.layers, "heads": args.heads,
              "ffn": args.ffn or 4 * args.hidden_dim, "vocabulary_size": args.vocabulary_size,
-             "seed": args.seed}
+             "seed": 0}
     snapshot, ours, ct2 = (os.path.join(work_dir, name)
                            for name in ("snapshot", "ours", "ctranslate2"))
     spec_path = os.path.join(work_dir, "sizes.json")
@@ -290,10 +209,10 @@ def prepare_models(work_dir, args):
         shutil.rmtree(folder, ignore_errors=True)
     started = time.perf_counter()
     vocabulary = build_snapshot(snapshot, sizes["hidden_dim"], sizes["layers"],
-                                sizes["heads"], sizes["ffn"], sizes["vocabulary_size"],
-                                sizes["seed"])
+                                sizes["heads"], sizes["ffn"], sizes["vocabulary_size"])
     env = {**os.environ, "KERAS_BACKEND": "torch", "TF_CPP_MIN_LOG_LEVEL": "3",
-           "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))}
+           "PYTHONPATH": os.pathsep.join(filter(None, [common.ROOT,
+                                                       os.environ.get("PYTHONPATH")]))}
     code = ("import sys; from keras_transformer.importers import import_marian; "
             "import_marian(sys.argv[1], sys.argv[2])")
     convert = ("import sys, ctranslate2; ctranslate2.converters.TransformersConverter("
@@ -314,7 +233,6 @@ def prepare_models(work_dir, args):
 def sentence_counts(sentences, settings):
     """`--sentences`: one count for every setting, or one per setting.
 
-    Example:
     >>> sentence_counts([64], [(1, 1), (4, 32)]), sentence_counts([16, 32], [(1, 1), (4, 32)])
     ([64, 64], [16, 32])
     """
@@ -333,7 +251,7 @@ def run_benchmark(args):
     work_dir = args.work_dir or tempfile.mkdtemp(prefix="pretrained-speed-")
     os.makedirs(work_dir, exist_ok=True)
     snapshot, ours_dir, ct2_dir, sizes = prepare_models(work_dir, args)
-    log(f"models ready in {work_dir}: {json.dumps(sizes)}")
+    common.log(f"models ready in {work_dir}: {json.dumps(sizes)}")
     counts = sentence_counts(args.sentences, args.settings)
     sentences = source_sentences(max(counts))
     tokenizer = transformers.MarianTokenizer.from_pretrained(snapshot)
@@ -344,31 +262,35 @@ def run_benchmark(args):
     started = time.perf_counter()
     try:
         for row in args.backends:  # loading in parallel; the timed passes never are
-            workers[row] = start_worker(row, args, snapshot, ours_dir, ct2_dir,
-                                        os.path.join(work_dir, f"{row}.log"))
+            command = [sys.executable, os.path.abspath(__file__), "--worker", row,
+                       "--snapshot", snapshot, "--model-dir", ours_dir, "--ct2-dir", ct2_dir,
+                       "--threads", str(args.threads)] + ["--shrink-batch"] * args.shrink_batch
+            workers[row] = common.Worker(
+                ROWS[row], command, os.path.join(work_dir, f"{row}.log"),
+                env={"KERAS_BACKEND": row if row in OUR_ROWS else "torch"})
         for row, process in workers.items():
             info[ROWS[row]] = process.receive()
             info[ROWS[row]].pop("ready")
             process.call(sources=sources)
-        log(f"workers ready after {time.perf_counter() - started:.1f} s")
+        common.log(f"workers ready after {time.perf_counter() - started:.1f} s")
         rows = []
         for (beam_size, batch_size), count in zip(args.settings, counts, strict=True):
             lengths = [len(ids) for ids in sources[:count]]
-            batches = batches_by_length(lengths, batch_size)
+            batches = common.batches_by_length(lengths, batch_size)
             message = {"beam_size": beam_size, "max_length": args.max_length,
                        "batches": batches}
-            seconds, outputs = worker_rounds(
-                workers, message, args.repeats, name=setting_name(beam_size, batch_size),
-                warm_up={**message, "batches": warm_up_batches(batches, lengths)})
+            seconds, outputs = common.worker_rounds(
+                workers, message, args.repeats, name=common.setting_name(beam_size, batch_size),
+                warm_up={**message, "batches": common.warm_up_batches(batches, lengths)})
             outputs = {row: ids[:count] for row, ids in outputs.items()}
             rows += setting_rows(beam_size, batch_size, seconds, outputs, count)
     finally:
         for process in workers.values():
             process.close()
-    result = {
+    return {
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "machine": machine(), "threads": args.threads,
-        "sentences": {setting_name(*pair): count
+        "machine": common.machine(), "threads": args.threads,
+        "sentences": {common.setting_name(*pair): count
                       for pair, count in zip(args.settings, counts, strict=True)},
         "source_pieces": {"min": min(map(len, sources)), "max": max(map(len, sources))},
         "max_length": args.max_length, "repeats": args.repeats,
@@ -377,26 +299,24 @@ def run_benchmark(args):
         "load_average": {"start": [round(x, 2) for x in load],
                          "end": [round(x, 2) for x in os.getloadavg()]},
         "seconds": round(time.perf_counter() - started, 1),
-        "work_dir": work_dir, "rows_info": info, "rows": rows,
+        "work_dir": work_dir, "rows_info": info, "rows": rows, "goals": goals(rows),
     }
-    result["goals"] = goals(rows, args.goal)
-    return result
 
 
 def setting_rows(beam_size, batch_size, seconds, outputs, sentences):
     """A setting's table rows: each row's median pass, against `transformers`'."""
+    significant = common.significant
     rows = []
     reference = outputs.get("transformers")
     base = seconds.get("transformers")
-    base = base[median_pass(base)] if base else None
+    base = base[common.median_pass(base)] if base else None
     for row, times in seconds.items():
-        median = times[median_pass(times)]
+        median = times[common.median_pass(times)]
         tokens = sum(map(len, outputs[row]))
-        entry = {"setting": setting_name(beam_size, batch_size), "beam_size": beam_size,
-                 "batch_size": batch_size, "sentences": sentences, "row": row,
-                 "method": ROWS[row],
-                 "seconds": significant(median), "seconds_runs": list(map(significant, times)),
-                 "output_tokens": tokens,
+        entry = {"setting": common.setting_name(beam_size, batch_size),
+                 "beam_size": beam_size, "batch_size": batch_size, "sentences": sentences,
+                 "row": row, "method": ROWS[row], "seconds": significant(median),
+                 "seconds_runs": list(map(significant, times)), "output_tokens": tokens,
                  "tokens_per_second": significant(tokens / median),
                  "sentences_per_second": significant(sentences / median)}
         if base is not None:
@@ -407,9 +327,9 @@ def setting_rows(beam_size, batch_size, seconds, outputs, sentences):
     return rows
 
 
-def goals(rows, goal=2.0):
-    """Per setting: the fastest of ours against `transformers` (met or missed) and against
-    CTranslate2 float32, as ratios of the median passes' times."""
+def goals(rows):
+    """Per setting: the fastest of ours against `transformers` (the goal) and CTranslate2,
+    as ratios of the median passes' times."""
     lines = []
     for name in dict.fromkeys(row["setting"] for row in rows):
         here = {row["row"]: row for row in rows if row["setting"] == name}
@@ -420,12 +340,12 @@ def goals(rows, goal=2.0):
         entry = {"setting": name, "fastest_ours": best["method"]}
         if "transformers" in here:
             ratio = here["transformers"]["seconds"] / best["seconds"]
-            met = "met" if ratio >= goal else "missed"
-            entry.update(vs_transformers=significant(ratio), met=ratio >= goal,
-                         line=f"ours ≥ {goal:g}x transformers ({name}): {met} ({ratio:.2f})")
+            met = "met" if ratio >= GOAL else "missed"
+            entry.update(vs_transformers=common.significant(ratio), met=ratio >= GOAL,
+                         line=f"ours ≥ {GOAL:g}x transformers ({name}): {met} ({ratio:.2f})")
         if "ctranslate2" in here:
             ratio = here["ctranslate2"]["seconds"] / best["seconds"]
-            entry["vs_ctranslate2"] = significant(ratio)
+            entry["vs_ctranslate2"] = common.significant(ratio)
             entry["ctranslate2_line"] = (f"ours / CTranslate2 float32 ({name}): {ratio:.2f} "
                                          f"({best['method']})")
         lines.append(entry)
@@ -433,9 +353,8 @@ def goals(rows, goal=2.0):
 
 
 def markdown(result):
-    """The result as a Markdown table, its setup above and the goal lines below."""
-    cpu = result["machine"]
-    model = result["model"]
+    """The setup, the table, then the goal lines."""
+    cpu, model = result["machine"], result["model"]
     lines = [
         f"Random Marian, d_model {model['hidden_dim']}, {model['layers']}+{model['layers']} "
         f"layers, {model['heads']} heads, FF {model['ffn']}, vocabulary "
@@ -449,7 +368,7 @@ def markdown(result):
         f"{result['load_average']['start'][0]:.2f}; {result['date']}",
         "",
     ]
-    lines += table(
+    lines += common.table(
         ["setting", "sentences", "method", "tokens/s", "sentences/s", "vs transformers",
          "same as transformers", "output tokens"],
         [[row["setting"], row["sentences"], row["method"], f"{row['tokens_per_second']:,.1f}",
@@ -466,49 +385,35 @@ def markdown(result):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hidden-dim", type=positive_int, default=512)
-    parser.add_argument("--layers", type=positive_int, default=6, help="encoder and decoder")
-    parser.add_argument("--heads", type=positive_int, default=8)
-    parser.add_argument("--ffn", type=positive_int, default=None,
-                        help="feed-forward size (default: 4 x hidden dim)")
-    parser.add_argument("--vocabulary-size", type=positive_int, default=OPUS_MT_VOCABULARY)
-    parser.add_argument("--seed", type=int, default=0, help="the random weights' seed")
-    parser.add_argument("--sentences", type=positive_int, nargs="+", default=[64],
-                        metavar="N", help="sources per setting: one count for all, or one "
-                        "per setting, e.g. 16 32 (the first N of the same list; default: 64)")
-    parser.add_argument("--max-length", type=positive_int, default=64,
-                        help="most new tokens, every row")
-    parser.add_argument("--threads", type=positive_int, default=2)
-    parser.add_argument("--settings", type=setting, nargs="+", default=SETTINGS,
-                        metavar="BEAMxBATCH", help="beam size x batch size (default: 1x1 4x32)")
-    parser.add_argument("--backends", nargs="+", choices=list(ROWS), default=list(ROWS),
-                        help="which rows to run (default: all)")
-    parser.add_argument("--repeats", type=positive_int, default=3, metavar="N",
-                        help="timed rounds; the table shows each row's median (default: 3)")
-    parser.add_argument("--shrink-batch", action="store_true",
-                        help="ours: generate's default shrink_batch=True (a short first "
-                             "search, wasted when every output runs to the limit)")
-    parser.add_argument("--goal", type=float, default=2.0,
-                        help="the speed-up over transformers to reach (default: 2)")
-    parser.add_argument("--work-dir", default=None, metavar="DIR",
-                        help="where the snapshot, our import and CTranslate2's conversion "
-                             "go; reused by a later run of the same sizes (default: a "
-                             "temporary folder)")
-    parser.add_argument("--output", default=None, metavar="JSON", help="write the result here")
-    parser.add_argument("--worker", choices=list(ROWS), help=argparse.SUPPRESS)
-    parser.add_argument("--snapshot", help=argparse.SUPPRESS)
-    parser.add_argument("--model-dir", help=argparse.SUPPRESS)
-    parser.add_argument("--ct2-dir", help=argparse.SUPPRESS)
+    add = parser.add_argument
+    add("--hidden-dim", type=common.positive_int, default=512)
+    add("--layers", type=common.positive_int, default=6, help="encoder and decoder")
+    add("--heads", type=common.positive_int, default=8)
+    add("--ffn", type=common.positive_int, default=None, help="default: 4 x hidden dim")
+    add("--vocabulary-size", type=common.positive_int, default=OPUS_MT_VOCABULARY)
+    add("--sentences", type=common.positive_int, nargs="+", default=[64], metavar="N",
+        help="sources per setting: one count for all, or one per setting (default: 64)")
+    add("--max-length", type=common.positive_int, default=64, help="most new tokens")
+    add("--threads", type=common.positive_int, default=2)
+    add("--settings", type=common.setting, nargs="+", default=SETTINGS, metavar="BEAMxBATCH",
+        help="beam size x batch size (default: 1x1 4x32)")
+    add("--backends", nargs="+", choices=list(ROWS), default=list(ROWS), help="the rows")
+    add("--repeats", type=common.positive_int, default=3, metavar="N", help="timed rounds")
+    add("--shrink-batch", action="store_true",
+        help="ours: generate's default shrink_batch=True (a short first search, wasted when "
+             "every output runs to the limit)")
+    add("--work-dir", default=None, metavar="DIR",
+        help="the models, reused by a later run of the same sizes (default: a temporary one)")
+    add("--output", default=None, metavar="JSON", help="write the result here")
+    for hidden in ("--worker", "--snapshot", "--model-dir", "--ct2-dir"):
+        add(hidden, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        serve(lambda: build_row(args.worker, args.snapshot, args.model_dir, args.ct2_dir,
-                                args.threads, args.shrink_batch))
+        common.serve(lambda: build_row(args.worker, args.snapshot, args.model_dir,
+                                       args.ct2_dir, args.threads, args.shrink_batch))
         return
     result = run_benchmark(args)
-    if args.output:
-        os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-        with open(args.output, "w", encoding="utf-8") as file:
-            json.dump(result, file, indent=2)
+    common.write_json(args.output, result)
     print(markdown(result))
 
 
