@@ -1,20 +1,13 @@
-"""`make bench`: every benchmark on this machine in one run, as JSON and a markdown table.
+"""`make bench`: every benchmark on this machine in one run, as JSON, markdown and one goals table.
 
-Sections (each bounded in time but `quality`, which trains two models to 2,000 steps,
-about two hours on 2 cores): `training` (tokens/s, padding efficiency, peak memory,
-MFU; `training_speed.py`, within `--section-minutes` for each of the whole split and the
-sentence pairs; then the same batches op by op, `training_profile.py`, about 12 more
-minutes on 2 cores, for the measured reason of each row of ours below 1.5x KerasHub),
-`peak` (the matmul peaks MFU is measured against, and XLA's own; `mfu.py`),
-`translation` (`generation_speed.py`), `ctranslate2` (our decoding against CTranslate2
-and KerasHub's cached samplers on a trained model, greedy and beam 4 at batch 1 and 32,
-`--ct2-model`; `ctranslate2_speed.py`), `quality` (BLEU and chrF of
-both models at the same step counts, `--quality-steps`, with a plot; `quality.py`) and
-`quality_minutes` (the same after the same training budget, `--minutes`). Results go to
-`runs/bench/results.json` and `results.md`, and the markdown replaces the part of
-`docs/results.md` between `<!-- bench:start -->` and `<!-- bench:end -->` (the plot goes
-to `docs/images/`). With `--only`, the other sections are kept from the previous
-`results.json` (`--only` alone just rewrites the reports).
+Sections, each bounded in time but `quality` (two models trained to 2,000 steps, about two
+hours on 2 cores): `peak` (`mfu.py`), `translation` (`generation_speed.py`), `ctranslate2`
+(`ctranslate2_speed.py` on `--ct2-model`), `training` (`training_speed.py` and
+`training_profile.py`, the whole split and the sentence pairs), `quality` and
+`quality_minutes` (`quality.py`). Results go to `runs/bench/results.json` and `results.md`
+and replace the part of `docs/results.md` between the bench markers; the goals of
+`data_scale.py` and `pretrained_speed.py` (run alone) join the table where their JSON is.
+With `--only`, the other sections are kept from the previous `results.json`.
 
     python benchmarks/run.py --minutes 12       # quality_minutes's training budget per model
     python benchmarks/run.py --only quality --quality-steps 500 1000 2000
@@ -28,23 +21,14 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import Goal, goals_table, machine, table  # noqa: E402
-from ctranslate2_speed import (  # noqa: E402
-    CT2_FLOAT32,
-    INT8,
-    KERAS_HUB_CACHED,
-    OURS,
-    ROWS,
-    SAVED_MODEL,
-    SETTINGS,
-)
+from common import Goal, goals_table, machine, table, write_json  # noqa: E402
+from ctranslate2_speed import CT2_FLOAT32, INT8, KERAS_HUB_CACHED, OURS, SAVED_MODEL  # noqa: E402
 from quality import STEPS, check_milestones  # noqa: E402
 
 SECTIONS = ("peak", "translation", "ctranslate2", "training", "quality", "quality_minutes")
 PLOT = "quality_by_steps.png"  # under docs/images/
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 UNCACHED = "uncached greedy (tutorial loop)"
-DECODING_SETTINGS = SETTINGS  # (beam size, batch size): greedy and beam 4, at 1 and 32
 LIBRARIES = ("tensorflow", "keras", "keras_hub")
 PEAK_DTYPE = {"float32": "float32", "mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}
 
@@ -82,13 +66,11 @@ def run_section(name, args):
     if name == "ctranslate2":
         if not os.path.exists(os.path.join(args.ct2_model, "model.keras")):
             return {"error": f"skipped: no trained model in {args.ct2_model} (make demo)"}
-        from ctranslate2_speed import benchmark
+        from ctranslate2_speed import ROWS, benchmark
 
-        # Not the uncached KerasHub sampler: at beam 4 and batch 32 it alone would take
-        # about half an hour on 500 sentences (`ctranslate2_speed.py --rows keras_hub`).
-        rows = [row for row in ROWS if row != "keras_hub"]
-        return benchmark(args.ct2_model, args.ct2_sentences, settings=DECODING_SETTINGS,
-                         rows=rows)
+        # Not the uncached KerasHub sampler: about half an hour alone at beam 4, batch 32.
+        return benchmark(args.ct2_model, args.ct2_sentences,
+                         rows=[row for row in ROWS if row != "keras_hub"])
     if name == "quality":
         from quality import benchmark_by_steps
 
@@ -97,9 +79,6 @@ def run_section(name, args):
     from quality import benchmark
 
     return benchmark(args.minutes, args.data, os.path.join(args.output, "quality_minutes"))
-
-
-# --- markdown -------------------------------------------------------------------------
 
 
 def _ratio(a, b):
@@ -370,10 +349,9 @@ def markdown(results):
     if "steps" in results.get("quality", {}):
         lines += quality_steps_markdown(results["quality"]) + [""]
         lines += _command(results, "quality")
-    for name in ("quality", "quality_minutes"):  # "quality" by minutes: an older results.json
-        if "minutes_per_model" in results.get(name, {}):
-            lines += quality_minutes_markdown(results[name]) + [""]
-            lines += _command(results, name)
+    if "quality_minutes" in results:
+        lines += quality_minutes_markdown(results["quality_minutes"]) + [""]
+        lines += _command(results, "quality_minutes")
     lines += ["### Goals", "", "Every goal the figures above (and the scripts run alone, "
               "where their results exist) check, with its measured value:", ""]
     lines += goals_table(goal_rows(results))
@@ -398,29 +376,22 @@ def quality_steps_markdown(quality):
 
 
 def quality_minutes_markdown(quality):
-    methods = quality.get("methods", [quality["method"]])
+    methods = quality["methods"]
+    settings = ", ".join(f"`{key}={value}`" for key, value in quality["recipe"].items())
     lines = ["### Quality under the same training budget", "",
-              f"{quality['minutes_per_model']:g} minutes of training each on this machine, "
-              "the demo's recipe (`DEMO_TRAINING`), the same tokenizer, batches and "
-              "schedule; sacrebleu on the Ding test split. "
-              + ("Beam search of width 4 (the paper's decoding; ours with its length "
-                 "penalty 0.6, KerasHub's `BeamSampler` has none) is the headline; "
-                 "greedy decoding next to it." if methods[0] == "beam" else
-                 f"{methods[0].capitalize()} decoding."), ""]
-    if quality.get("recipe"):
-        settings = ", ".join(f"`{key}={value}`" for key, value in quality["recipe"].items())
-        lines += [f"Recipe: {settings}.", ""]
+             f"{quality['minutes_per_model']:g} minutes of training each on this machine, "
+             "the demo's recipe (`DEMO_TRAINING`), the same tokenizer, batches and "
+             "schedule; sacrebleu on the Ding test split. Beam search of width 4 (the "
+             "paper's decoding; ours with its length penalty 0.6, KerasHub's `BeamSampler` "
+             "has none) is the headline; greedy decoding next to it.", "",
+             f"Recipe: {settings}.", ""]
     rows = []
     for side, name in (("ours", "ours"), ("keras_hub", "KerasHub baseline")):
         entry = quality.get(side, {})
         if "error" in entry or not entry:
             rows.append([name, entry.get("error", "not run")] + [""] * (2 + 2 * len(methods)))
             continue
-        scores = entry.get("scores", {entry.get("method"): entry})
-        cells = []
-        for method in methods:
-            score = scores.get(method, {})
-            cells += [score.get("bleu", ""), score.get("chrf", "")]
+        cells = [entry["scores"][method][key] for method in methods for key in ("bleu", "chrf")]
         rows.append([name, entry["steps"], _round(entry["train_loss"]),
                      _round(entry["validation_loss"]), *cells])
     header = ["model", "steps", "train loss", "validation loss"]
@@ -439,19 +410,12 @@ def ctranslate2_markdown(result):
     return lines + [
         f"The trained model `{result['model']}`, the first {result['sentences']} sentences "
         f"of its test split, {result['threads']} CPU threads, at most {result['max_length']} "
-        f"output tokens, no length penalty on either side; {_passes(result)} "
+        f"output tokens, no length penalty on either side; target tokens/s and sentences/s "
+        f"of the median of {result.get('repeats', 1)} timed passes after a warm-up pass "
         "(`benchmarks/ctranslate2_speed.py`, each row in a worker process of its own). "
         "`same as ours` counts the translations equal to ours (TensorFlow, XLA, float32, "
         "the same decoding); where they differ, tokens/s credits the longer "
         "outputs and sentences/s compares the time.", "", table(result)]
-
-
-def _passes(result):
-    """How the decoding rows were timed: older results ran one pass per row."""
-    if "repeats" not in result:
-        return "target tokens/s of one timed pass after a warm-up pass"
-    return (f"target tokens/s and sentences/s of the median of {result['repeats']} timed "
-            "passes after a warm-up pass, the rows taking turns")
 
 
 def _round(value):
@@ -560,20 +524,6 @@ def decoding_goals(decoding):
     return out
 
 
-def goals(results):
-    """The goals as lines: `text: value (target t) - met` (or `NOT met`)."""
-    lines = []
-    for goal in goal_rows(results):
-        if goal.target is None and goal.value is not None:
-            lines.append(f"{goal.goal}: {goal.value:.2f}{goal.note}")
-            continue
-        shown = goal.shown or ("n/a" if goal.value is None else f"{goal.value:.2f}")
-        wanted = goal.wanted or ("" if goal.target is None else f"{goal.target:g}")
-        verdict = "met" if goal.met else "NOT met"
-        lines.append(f"{goal.goal}: {shown} (target {wanted}) - {verdict}{goal.note}")
-    return lines
-
-
 def external_goals(path):
     """`{"path", "goals"}` of a script run alone (its JSON with a `goals` list), or {}."""
     if not path or not os.path.exists(path):
@@ -644,18 +594,14 @@ def main():
         results.pop(name, None)
         if external_goals(source):
             results[name] = external_goals(source)
-    # Decoding runs before training: after the training section, in the same process,
-    # cached decoding measured 1.5-3x slower (greedy at batch 32: 5.6x the uncached loop
-    # instead of 10.6x).
+    # Decoding before training: after it, in the same process, decoding measured 1.5-3x slower.
     for name in SECTIONS:
         if name in args.only:
             print(f"--- {name}", flush=True)
             results[name] = run_section(name, args)
             results.setdefault("commands", {})[name] = " ".join(
                 ["python benchmarks/run.py", *sys.argv[1:]])
-    os.makedirs(args.output, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as file:
-        json.dump(results, file, indent=2, ensure_ascii=False)
+    write_json(path, results)
     text = markdown(results)
     with open(os.path.join(args.output, "results.md"), "w", encoding="utf-8") as file:
         file.write("# Benchmarks\n\n" + text)

@@ -287,15 +287,19 @@ def test_markdown_report_and_docs_section(tmp_path):
     assert "| keras_hub | float32 | False | recipe | 100 |  |" in text
     assert "| end to end, float32: ours (bucketed, no XLA) vs the recipe (its batching) | " \
         "30.00x |" in text
-    assert ("the KerasHub recipe (its batching), float32, whole training split: 30.00 "
-            "(target 1.5) - met") in text
-    assert ("the KerasHub recipe (its batching), float32, sentence pairs: 2.00 "
-            "(target 1.5) - met") in text
-    assert "ours / KerasHub on the same batches, float32, whole training split: 3.00 " \
-        "(target 1.5) - met\n" in text
-    assert "ours / KerasHub on the same batches, float32, sentence pairs: 0.90 (target 1.5) " \
-        "- NOT met (the training section says why, measured)" in text
-    assert "cached greedy / uncached loop at batch 32: 5.00 (target 10) - NOT met" in text
+    # One goals table ends the report: goal, measured, goal value, verdict.
+    goals = text[text.index("### Goals"):]
+    assert goals.count("| goal | measured | goal value | verdict |") == 1
+    assert text.count("| goal | measured |") == 1
+    assert ("| training tokens/s, ours (bucketed) / the KerasHub recipe (its batching), "
+            "float32, whole training split | 30.00 | >= 1.5 | met |") in goals
+    assert ("| training tokens/s, ours (bucketed) / the KerasHub recipe (its batching), "
+            "float32, sentence pairs | 2.00 | >= 1.5 | met |") in goals
+    assert ("| training tokens/s, ours / KerasHub on the same batches, float32, whole "
+            "training split | 3.00 | >= 1.5 | met |") in goals
+    assert ("| training tokens/s, ours / KerasHub on the same batches, float32, sentence "
+            "pairs (the training section says why, measured) | 0.90 | >= 1.5 | missed |") in goals
+    assert "| cached greedy / uncached loop at batch 32 | 5.00 | >= 10 | missed |" in goals
     assert "| ours | float32 | False | bucketed | 900 | 0.90x | 2.00x |" in text
     assert ("- float32, XLA, 1.24x: with XLA KerasHub runs at 2.50x its speed without, "
             "ours at 1.03x.") in text
@@ -320,13 +324,15 @@ def test_markdown_report_and_docs_section(tmp_path):
     assert "| model | steps | train loss | validation loss | BLEU, beam | chrF, beam | " \
         "BLEU, greedy | chrF, greedy |" in text
     assert "| KerasHub baseline | 6 | 6.000 | 6.500 | 6.5 | 20.0 | 7.0 | 21.0 |" in text
-    assert "BLEU ours - KerasHub after 1 minutes each (points, beam; no target" in text
+    assert ("| BLEU ours - KerasHub after 1 minutes each (points, beam; no target, the "
+            "machine's load moves it) | 3.50 |  | reported (no goal) |") in goals
     assert "Command: `python benchmarks/run.py --only quality_minutes --minutes 1`" in text
     assert "| 200 | ours | 4.0 | 5.000 | 3.00 | 30.00 | 2.50 | 25.00 |" in text
     assert "| 200 | KerasHub | 4.0 | 5.000 | 2.00 | 30.00 | 2.00 | 25.00 |" in text
     assert f"](images/{run.PLOT})" in text
-    assert "BLEU ours - KerasHub at 100 steps (points, beam): -0.50 (target 0) - NOT met" in text
-    assert "BLEU ours - KerasHub at 200 steps (points, greedy): 0.50 (target 0) - met" in text
+    assert "| BLEU ours - KerasHub at 100 steps (points, beam) | -0.50 | >= 0 | missed |" in goals
+    assert "| BLEU ours - KerasHub at 200 steps (points, greedy) | 0.50 | >= 0 | met |" in goals
+    assert text.rstrip().endswith("| reported (no goal) |")  # the goals table ends it
     results["quality_minutes"]["keras_hub"] = {"error": "boom"}
     results["quality"]["keras_hub"] = {"error": "gone"}
     text = run.markdown(results)
@@ -344,10 +350,10 @@ def test_markdown_report_and_docs_section(tmp_path):
 
 
 def test_decoding_rows_take_turns_and_report_the_median_pass(monkeypatch):
-    import ctranslate2_speed
+    import common
 
     calls, clock = [], [0.0]
-    monkeypatch.setattr(ctranslate2_speed.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(common.time, "perf_counter", lambda: clock[0])
 
     def runner(name, seconds_by_round):
         def translate(sentences):
@@ -359,20 +365,21 @@ def test_decoding_rows_take_turns_and_report_the_median_pass(monkeypatch):
 
     runners = {"a": runner("a", [0.5, 1.0, 3.0, 2.0]), "b": runner("b", [0.5, 1.0, 1.0, 1.0]),
                "c": runner("c", [0.5, 2.0, 2.0, 2.0])}
-    timings = ctranslate2_speed.timed(runners, ["x", "yy", "zzz"], 2, [1, 2, 3], repeats=3)
+    timings = common.timed(runners, ["x", "yy", "zzz"], 2, [1, 2, 3], repeats=3)
     # Warm-up a, b, c (2 batches each); then the rounds a b c, b c a, c a b.
     order = [name for i, name in enumerate(calls) if i % 2 == 0]
     assert order == list("abc" "abc" "bca" "cab")
     strings, speeds, seconds = timings["a"]
     assert strings == ["a x", "a yy", "a zzz"] and seconds == [2.0, 6.0, 4.0]
     assert speeds == [1.5, 0.5, 0.75]
-    assert ctranslate2_speed.median_pass(seconds) == 2  # the 4 s pass, not a mean of passes
+    assert common.median_pass(seconds) == 2  # the 4 s pass, not a mean of passes
     with pytest.raises(Exception, match="is not a whole number >= 1"):
-        ctranslate2_speed.positive_int("0")
+        common.positive_int("0")
 
 
 def test_decoding_goals_compare_the_cached_samplers_by_sentences_per_second():
     import run
+    from common import goals_table
     from ctranslate2_speed import markdown
 
     def row(decoding, batch, method, tokens, sentences, same=1.0):
@@ -385,13 +392,13 @@ def test_decoding_goals_compare_the_cached_samplers_by_sentences_per_second():
                        row("greedy", 1, run.KERAS_HUB_CACHED, 400.0, 40.0),
                        row("beam 4", 1, run.OURS, 300.0, 40.0),
                        row("beam 4", 1, run.KERAS_HUB_CACHED, 270.0, 30.0, same=0.6)]}
-    lines = run.goals({"ctranslate2": result})
-    assert ("decoding, ours / KerasHub's cached sampler, greedy at batch 1, by sentences/s on "
-            "the same sentences: 2.00 (target 1.5) - met; by target tokens/s 2.00x (100% of "
-            "its translations are ours)") in lines
-    assert ("decoding, ours / KerasHub's cached sampler, beam 4 at batch 1, by sentences/s on "
-            "the same sentences: 1.33 (target 1.5) - NOT met; by target tokens/s 1.11x (60% "
-            "of its translations are ours)") in lines
+    lines = goals_table(run.goal_rows({"ctranslate2": result}))
+    assert ("| decoding, ours / KerasHub's cached sampler, greedy at batch 1, by sentences/s "
+            "on the same sentences; by target tokens/s 2.00x (100% of its translations are "
+            "ours) | 2.00 | >= 1.5 | met |") in lines
+    assert ("| decoding, ours / KerasHub's cached sampler, beam 4 at batch 1, by sentences/s "
+            "on the same sentences; by target tokens/s 1.11x (60% of its translations are "
+            "ours) | 1.33 | >= 1.5 | missed |") in lines
     assert "| beam 4 | 1 | ours, XLA | 300.0 | 40.00 | n/a | 1.00 | 100.0% |" in markdown(result)
     assert "the median of 3 timed passes" in "\n".join(run.ctranslate2_markdown(result))
 
@@ -468,13 +475,13 @@ def test_quality_step_counts_are_checked_and_plotted(tmp_path):
 
 
 def test_quality_by_steps_trains_both_sides_to_each_step_count(tiny_data_dir, tmp_path):
-    from quality import run_side_by_steps
+    from quality import run_side
 
     changes = {"preset": "tiny", "precision": "float32", "tokens_per_batch": 64,
                "max_sequence_length": 16, "checkpoint_every": 2}
     for side in ("ours", "keras_hub"):
         folder = tmp_path / side
-        result = run_side_by_steps(side, tiny_data_dir, str(folder), [2, 4], changes)
+        result = run_side(side, tiny_data_dir, str(folder), [(2, None), (4, None)], changes)
         assert [row["steps"] for row in result["rows"]] == [2, 4], side
         minutes = [row["training_minutes"] for row in result["rows"]]
         assert 0 < minutes[0] < minutes[1], side
