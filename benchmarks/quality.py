@@ -1,27 +1,15 @@
 """Quality by training steps, and under the same wall-clock budget: ours against KerasHub.
 
-Our side is `keras_transformer.training.train` with the demo's recipe
-(`keras_transformer.demo.DEMO_TRAINING`). The baseline (`keras_hub_baseline.py`, the
-same size) trains in an equivalent loop: the same data folder, tokenizer and seeded
-stream of batches, the same loss, optimizer, schedule and precision, validation at the
-same interval. Each side runs in its own process, one after the other, and is scored on
-the test split with sacrebleu (`keras_transformer.evaluation`) twice: with beam search
-of width 4 (the paper's decoding; ours with its length penalty 0.6, the baseline with
-KerasHub's `BeamSampler`, which has none), the headline figure, and greedily (ours with
-`kt.generate`, the baseline with KerasHub's `GreedySampler`). The baseline decodes with
-KerasHub's key/value cache (`KerasHubTranslator(cached=True)`: the keras.io recipe's
-uncached sampler's tokens, tested in float32, up to rounding in bfloat16; 12x faster).
-
-The headline is by steps (`--steps`, the default 500 1000 2000): each side trains to
-each step count in turn, on the same batches in the same order, and is scored there, so
-the machine's load moves only the minutes (time in `fit`, validation included), not the
-scores. It writes `by_steps.json`, a Markdown table `by_steps.md` and the plot
-`bleu_by_steps.png` (BLEU against steps and against training minutes) into `--output`.
-`--minutes M` instead gives each side M minutes of training (`TrainingLimit`), the second
-table.
-
-`--set KEY=VALUE` changes the recipe for both sides (a `train` argument or a model
-override; the value is read as JSON when it parses, else as a string), to try a lever:
+Ours trains with `keras_transformer.training.train` and the demo's recipe (`DEMO_TRAINING`);
+the baseline (`keras_hub_baseline.py`, the same size) in an equivalent loop: the same data,
+tokenizer, seeded batches, loss, optimizer, schedule, precision and validation interval.
+Each side runs in its own process, one after the other, and is scored on the test split
+with sacrebleu, with beam 4 (the headline; ours with its length penalty 0.6, KerasHub's
+`BeamSampler` has none) and greedily; the baseline decodes with KerasHub's key/value cache.
+By steps (`--steps`, default 500 1000 2000) each side is scored at each step count, so the
+machine's load moves only the minutes (`by_steps.json`, `by_steps.md`, `bleu_by_steps.png`
+in `--output`); `--minutes M` instead gives each side M minutes. `--set KEY=VALUE` changes
+the recipe of both sides (a `train` argument or model override; JSON values) to try a lever.
 
     python benchmarks/quality.py --data runs/data --output runs/bench/quality
     python benchmarks/quality.py --steps 200 400 --side ours --set dropout=0.3
@@ -40,38 +28,36 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from common import table, write_json  # noqa: E402
+
 SIDES = ("ours", "keras_hub")
 METHODS = ("beam", "greedy")  # the first is the headline
 STEPS = (500, 1000, 2000)
 PLOT_FILE = "bleu_by_steps.png"
 RESULT_FILE = "result.json"  # a side's result, in its folder of `--output`
 HARNESS_KEYS = ("max_steps", "max_minutes", "verbose")  # `train` arguments `--set` cannot change
-# The demo trains with `--precision auto`; both sides of a comparison need one precision.
-PINNED_PRECISION = "mixed_bfloat16"
+PINNED_PRECISION = "mixed_bfloat16"  # the demo's `auto` could pick differently for each side
 
 
 def recipe(changes=None):
-    """The demo's training recipe with `changes`, split into `train` arguments and model
-    overrides.
+    """The demo's recipe with `changes`: `(train arguments, model overrides)`.
 
-    Example:
     >>> arguments, overrides = recipe({"dropout": 0.3, "warmup_steps": 200})
     >>> arguments["warmup_steps"], overrides["dropout"]
     (200, 0.3)
     """
     from keras_transformer.demo import DEMO_TRAINING
+    from keras_transformer.training.config import TrainingConfig
     from keras_transformer.training.precision import AUTO
 
     for key in HARNESS_KEYS:
         if key in (changes or {}):
             raise ValueError(f"`{key}` is set by the benchmark itself (the budget is "
                              f"`--steps` or `--minutes`); received {key}={changes[key]!r}")
-    from keras_transformer.training.config import TrainingConfig
-
     names = {field.name for field in dataclasses.fields(TrainingConfig)}
     arguments = DEMO_TRAINING.to_dict()
     overrides = arguments.pop("model_overrides")
-    if arguments["precision"] == AUTO:  # timed steps could pick differently for each side
+    if arguments["precision"] == AUTO:
         arguments["precision"] = PINNED_PRECISION
     for key, value in (changes or {}).items():
         (arguments if key in names else overrides)[key] = value
@@ -79,12 +65,7 @@ def recipe(changes=None):
 
 
 def parse_change(text):
-    """`KEY=VALUE` from the command line as `(key, value)`; the value is JSON if it parses.
-
-    Example:
-    >>> parse_change("tokens_per_batch=2048"), parse_change("precision=float32")
-    (('tokens_per_batch', 2048), ('precision', 'float32'))
-    """
+    """`KEY=VALUE` as `(key, value)`; the value is JSON if it parses."""
     key, separator, value = text.partition("=")
     if not separator or not key.isidentifier():
         raise argparse.ArgumentTypeError(
@@ -95,39 +76,37 @@ def parse_change(text):
         return key, value
 
 
-def train_ours(data_dir, output_dir, minutes, changes=None):
-    """`train` with the recipe for `minutes`; returns the trained `Translator`."""
+def train_ours(data_dir, output_dir, limits, changes=None):
+    """`train` on a fresh `output_dir`, resumed to each `(max_steps, max_minutes)` of
+    `limits` in turn; yields `(translator, step, logs, seconds in fit)` at each."""
     from keras_transformer.generation import Translator
     from keras_transformer.training import train
 
+    shutil.rmtree(output_dir, ignore_errors=True)
     arguments, overrides = recipe(changes)
-    arguments.update(max_steps=10**7, max_minutes=minutes, verbose=0)
-    result = train(data_dir, output_dir, **arguments, **overrides)
-    return Translator.from_directory(output_dir), result["step"], result["logs"]
+    for steps, minutes in limits:
+        result = train(data_dir, output_dir, **{**arguments, "max_steps": steps,
+                                                 "max_minutes": minutes, "verbose": 0},
+                       **overrides)
+        yield (Translator.from_directory(output_dir), result["step"], result["logs"],
+               result["seconds"])
 
 
-def _keras_hub_setup(data_dir, changes=None):
-    """The baseline, compiled like `train` compiles ours, its tokenizer, settings, a
-    function `start -> the seeded stream of batches from step start` and validation."""
+def train_keras_hub(data_dir, limits, changes=None):
+    """The baseline trained as `train` trains ours, to each limit in turn; yields the same."""
     import keras
     import tensorflow as tf
-    from keras_hub_baseline import build_keras_hub_transformer
+    from keras_hub_baseline import KerasHubTranslator, build_keras_hub_transformer
 
     from keras_transformer.data import Tokenizer, load_training_pairs, load_tsv, make_dataset
-    from keras_transformer.training import compile_transformer, set_precision
+    from keras_transformer.training import TrainingLimit, compile_transformer, set_precision
 
     settings, overrides = recipe(changes)
     keras.utils.set_random_seed(settings["seed"])
     set_precision(settings["precision"])
     tokenizer = Tokenizer.from_file(os.path.join(data_dir, "tokenizer.model"))
-    length = settings["max_sequence_length"]
+    length, every = settings["max_sequence_length"], settings["checkpoint_every"]
     pairs = load_training_pairs(data_dir, settings["sentences_only"])
-
-    def batches(start):
-        return make_dataset(pairs, tokenizer, settings["tokens_per_batch"], length,
-                            seed=settings["seed"], repeat=True,
-                            batch_size_multiple=1).skip(start)
-
     validation = make_dataset(load_tsv(os.path.join(data_dir, "validation.tsv")), tokenizer,
                               settings["tokens_per_batch"], length, long_sequences="truncate",
                               shuffle=False, batch_size_multiple=1)
@@ -141,69 +120,21 @@ def _keras_hub_setup(data_dir, changes=None):
                         learning_rate_scale=settings["learning_rate_scale"],
                         label_smoothing=settings["label_smoothing"],
                         jit_compile=settings["jit_compile"])
-    return model, tokenizer, settings, batches, validation
-
-
-def _keras_hub_translator(model, tokenizer, settings):
-    from keras_hub_baseline import KerasHubTranslator
-
-    return KerasHubTranslator(model, tokenizer, cached=True,
-                              max_sequence_length=settings["max_sequence_length"])
-
-
-def _last_logs(history):
-    return {key: float(values[-1]) for key, values in history.history.items() if values}
-
-
-def train_keras_hub(data_dir, minutes, changes=None):
-    """The baseline trained like `train` does ours; returns its `KerasHubTranslator`."""
-    import keras
-
-    from keras_transformer.training import TrainingLimit
-
-    model, tokenizer, settings, batches, validation = _keras_hub_setup(data_dir, changes)
-    history = model.fit(batches(0), validation_data=validation, epochs=10**6,
-                        steps_per_epoch=settings["checkpoint_every"], verbose=0,
-                        callbacks=[TrainingLimit(max_minutes=minutes),
-                                   keras.callbacks.TerminateOnNaN()])
-    translator = _keras_hub_translator(model, tokenizer, settings)
-    return translator, int(model.optimizer.iterations.numpy()), _last_logs(history)
-
-
-def keras_hub_by_steps(data_dir, milestones, changes=None):
-    """Train the baseline to each step count of `milestones` in turn; yields
-    `(translator, step, logs, seconds in fit for this stretch)` at each."""
-    import keras
-
-    model, tokenizer, settings, batches, validation = _keras_hub_setup(data_dir, changes)
-    every = settings["checkpoint_every"]
-    for milestone in milestones:
+    for steps, minutes in limits:
         done = int(model.optimizer.iterations.numpy())
+        batches = make_dataset(pairs, tokenizer, settings["tokens_per_batch"], length,
+                               seed=settings["seed"], repeat=True,
+                               batch_size_multiple=1).skip(done)  # the same stream
         start = time.monotonic()
-        history = model.fit(batches(done), validation_data=validation, shuffle=False,
-                            initial_epoch=done // every, epochs=milestone // every,
+        history = model.fit(batches, validation_data=validation, shuffle=False,
+                            initial_epoch=done // every, epochs=steps // every,
                             steps_per_epoch=every, verbose=0,
-                            callbacks=[keras.callbacks.TerminateOnNaN()])
+                            callbacks=[keras.callbacks.TerminateOnNaN(),
+                                       TrainingLimit(max_minutes=minutes)])
         seconds = time.monotonic() - start
-        yield (_keras_hub_translator(model, tokenizer, settings),
-               int(model.optimizer.iterations.numpy()), _last_logs(history), seconds)
-
-
-def ours_by_steps(data_dir, output_dir, milestones, changes=None):
-    """`train` on a fresh `output_dir`, resumed to each step count of `milestones` in
-    turn (the stream of batches is replayed from the step reached, as for any resume);
-    yields `(translator, step, logs, seconds in fit for this stretch)` at each."""
-    from keras_transformer.generation import Translator
-    from keras_transformer.training import train
-
-    shutil.rmtree(output_dir, ignore_errors=True)
-    arguments, overrides = recipe(changes)
-    for milestone in milestones:
-        result = train(data_dir, output_dir, **{**arguments, "max_steps": milestone,
-                                                 "max_minutes": None, "verbose": 0},
-                       **overrides)
-        yield (Translator.from_directory(output_dir), result["step"], result["logs"],
-               result["seconds"])
+        logs = {key: float(values[-1]) for key, values in history.history.items() if values}
+        yield (KerasHubTranslator(model, tokenizer, max_sequence_length=length, cached=True),
+               int(model.optimizer.iterations.numpy()), logs, seconds)
 
 
 def check_milestones(milestones, changes=None):
@@ -231,18 +162,17 @@ def score(translator, test_pairs):
     return scores
 
 
-def run_side_by_steps(side, data_dir, output_dir, milestones, changes=None):
-    """Train one side to each of `milestones` and score it there; returns a dict and
-    keeps it, after every step count, in `output_dir/by_steps.json`."""
+def run_side(side, data_dir, output_dir, limits, changes=None):
+    """Train one side to each `(max_steps, max_minutes)` of `limits` and score it there;
+    the rows are kept, after each, in `output_dir/by_steps.json`."""
     from keras_transformer.data import load_tsv
 
     test_pairs = load_tsv(os.path.join(data_dir, "test.tsv"))
     os.makedirs(output_dir, exist_ok=True)
     if side == "ours":
-        stretches = ours_by_steps(data_dir, os.path.join(output_dir, "model"), milestones,
-                                  changes)
+        stretches = train_ours(data_dir, os.path.join(output_dir, "model"), limits, changes)
     else:
-        stretches = keras_hub_by_steps(data_dir, milestones, changes)
+        stretches = train_keras_hub(data_dir, limits, changes)
     result = {"side": side, "changes": changes or {}, "rows": []}
     minutes = 0.0
     for translator, step, logs, seconds in stretches:
@@ -253,8 +183,7 @@ def run_side_by_steps(side, data_dir, output_dir, milestones, changes=None):
         row = {"steps": step, "training_minutes": minutes, "train_loss": logs.get("loss"),
                "validation_loss": logs.get("val_loss"), "scores": score(translator, test_pairs)}
         result["rows"].append(row)
-        with open(os.path.join(output_dir, "by_steps.json"), "w", encoding="utf-8") as file:
-            json.dump(result, file, indent=2, ensure_ascii=False)
+        write_json(os.path.join(output_dir, "by_steps.json"), result)
         print(f"{side}: step {step}, {minutes:.1f} training minutes, " + ", ".join(
             f"{method} BLEU {row['scores'][method]['bleu']:.2f} chrF "
             f"{row['scores'][method]['chrf']:.2f}" for method in METHODS),
@@ -262,33 +191,10 @@ def run_side_by_steps(side, data_dir, output_dir, milestones, changes=None):
     return result
 
 
-def run_side(side, data_dir, output_dir, minutes, changes=None):
-    """Train one side for `minutes`, then score it on `test.tsv`; returns a dict."""
-    from keras_transformer.data import load_tsv
-
-    start = time.monotonic()
-    if side == "ours":
-        shutil.rmtree(output_dir, ignore_errors=True)  # a fresh run, not a resumed one
-        translator, steps, logs = train_ours(data_dir, output_dir, minutes, changes)
-    else:
-        translator, steps, logs = train_keras_hub(data_dir, minutes, changes)
-        os.makedirs(output_dir, exist_ok=True)  # its weights, to score it again later
-        translator.model.save_weights(os.path.join(output_dir, "model.weights.h5"))
-    trained = time.monotonic() - start
-    scores = score(translator, load_tsv(os.path.join(data_dir, "test.tsv")))
-    headline = scores[METHODS[0]]
-    return {"side": side, "minutes": minutes, "changes": changes or {}, "steps": steps,
-            "train_loss": logs.get("loss"), "validation_loss": logs.get("val_loss"),
-            "training_seconds": trained, "evaluation_seconds": time.monotonic() - start - trained,
-            "bleu": headline["bleu"], "chrf": headline["chrf"], "method": METHODS[0],
-            "signature": headline["signature"], "scores": scores}
-
-
 def _run_side_process(side, arguments, output_dir, timeout):
-    """`quality.py --side SIDE ARGUMENTS` in a fresh process: the result dict it writes to
-    `output_dir/SIDE/result.json`, or `{"error": ...}` (its last line, or the timeout)
-    with the rows it kept in `by_steps.json` before. Its progress lines (`SIDE: ...`)
-    are shown as they come; the rest of its output is kept for the error only."""
+    """`quality.py --side SIDE ARGUMENTS` in a fresh process: the result it writes to
+    `output_dir/SIDE/result.json`, or `{"error": ...}` (its last line, or the timeout) with
+    the rows it kept before. Its progress lines (`SIDE: ...`) are shown as they come."""
     folder = os.path.join(output_dir, side)
     result_path = os.path.join(folder, RESULT_FILE)
     if os.path.exists(result_path):
@@ -326,21 +232,15 @@ def _run_side_process(side, arguments, output_dir, timeout):
     return error
 
 
-def _change_arguments(changes):
-    return [argument for key, value in (changes or {}).items()
-            for argument in ("--set", f"{key}={json.dumps(value)}")]
-
-
 def benchmark(minutes=12.0, data_dir="runs/data", output_dir="runs/bench/quality",
               sides=SIDES, changes=None):
     """Both sides for `minutes` each, in fresh processes one after the other; a dict."""
     arguments, overrides = recipe(changes)
     results = {"minutes_per_model": minutes, "method": METHODS[0], "methods": list(METHODS),
                "recipe": {**arguments, **overrides}}
-    for side in sides:
-        # Evaluation and saving come on top of the budget.
+    for side in sides:  # evaluation and saving come on top of the budget
         results[side] = _run_side_process(
-            side, ["--minutes", str(minutes), "--data", data_dir, *_change_arguments(changes)],
+            side, ["--minutes", str(minutes), "--data", data_dir, *_set(changes)],
             output_dir, timeout=60 * minutes + 3600)
         print(json.dumps({side: results[side]}), file=sys.stderr, flush=True)
     return results
@@ -349,8 +249,7 @@ def benchmark(minutes=12.0, data_dir="runs/data", output_dir="runs/bench/quality
 def benchmark_by_steps(milestones=STEPS, data_dir="runs/data", output_dir="runs/bench/quality",
                        sides=SIDES, changes=None):
     """Both sides trained to each of `milestones` and scored there, in fresh processes one
-    after the other; writes `by_steps.json`, `by_steps.md` and `bleu_by_steps.png` into
-    `output_dir` and returns the dict."""
+    after the other; writes `by_steps.json`, `by_steps.md` and the plot into `output_dir`."""
     check_milestones(milestones, changes)
     arguments, overrides = recipe(changes)
     recipe_shown = {key: value for key, value in arguments.items() if key not in HARNESS_KEYS}
@@ -359,15 +258,11 @@ def benchmark_by_steps(milestones=STEPS, data_dir="runs/data", output_dir="runs/
     plot = os.path.join(output_dir, PLOT_FILE)
     if os.path.exists(plot):
         os.remove(plot)  # an earlier run's, never shown beside this run's table
-    for side in sides:
-        # A step took about 1.2 s on 2 cores, scoring a few minutes: generous.
+    for side in sides:  # a step took about 1.2 s on 2 cores, scoring a few minutes
         results[side] = _run_side_process(
-            side, ["--steps", *map(str, milestones), "--data", data_dir,
-                   *_change_arguments(changes)],
+            side, ["--steps", *map(str, milestones), "--data", data_dir, *_set(changes)],
             output_dir, timeout=3600 + 10 * max(milestones))
-    os.makedirs(output_dir, exist_ok=True)
-    with open(os.path.join(output_dir, "by_steps.json"), "w", encoding="utf-8") as file:
-        json.dump(results, file, indent=2, ensure_ascii=False)
+    write_json(os.path.join(output_dir, "by_steps.json"), results)
     with open(os.path.join(output_dir, "by_steps.md"), "w", encoding="utf-8") as file:
         file.write(steps_table(results) + "\n")
     if all("rows" in results[side] and "error" not in results[side] for side in sides):
@@ -376,11 +271,14 @@ def benchmark_by_steps(milestones=STEPS, data_dir="runs/data", output_dir="runs/
     return results
 
 
-def steps_table(results):
-    """The by-steps results as a Markdown table: a row per side and step count
-    (minutes: of training, this machine; val loss: the validation loss there).
+def _set(changes):
+    return [argument for key, value in (changes or {}).items()
+            for argument in ("--set", f"{key}={json.dumps(value)}")]
 
-    Example:
+
+def steps_table(results):
+    """The by-steps results as a Markdown table: a row per side and step count.
+
     >>> row = {"steps": 500, "training_minutes": 9.5, "validation_loss": 5.1,
     ...        "scores": {"beam": {"bleu": 1.0, "chrf": 15.0},
     ...                   "greedy": {"bleu": 0.9, "chrf": 14.0}}}
@@ -393,7 +291,7 @@ def steps_table(results):
     names = {"ours": "ours", "keras_hub": "KerasHub"}
     header = ["steps", "model", "minutes", "val loss", "BLEU beam", "chrF beam",
               "BLEU greedy", "chrF greedy"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = table(header, [])
     rows = []
     for side in SIDES:
         entry = results.get(side)
@@ -412,8 +310,7 @@ def steps_table(results):
 
 
 def plot_by_steps(results, path):
-    """BLEU of both sides against steps and against training minutes, beam 4 solid and
-    greedy dashed, saved to `path` (PNG)."""
+    """BLEU of both sides against steps and against training minutes (PNG at `path`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -465,22 +362,21 @@ def main():
             check_milestones(args.steps, changes)
     except ValueError as error:
         parser.error(str(error))
-    if args.side and args.minutes is None:
-        result = run_side_by_steps(args.side, args.data, os.path.join(args.output, args.side),
-                                   args.steps, changes)
-    elif args.side:
-        result = run_side(args.side, args.data, os.path.join(args.output, args.side),
-                          args.minutes, changes)
+    if args.side:
+        limits = ([(step, None) for step in args.steps] if args.minutes is None
+                  else [(10**7, args.minutes)])
+        result = run_side(args.side, args.data, os.path.join(args.output, args.side), limits,
+                          changes)
+        if args.minutes is not None:  # one row, its headline scores on top
+            headline = result["rows"][-1]["scores"][METHODS[0]]
+            result.update(result["rows"][-1], minutes=args.minutes, method=METHODS[0],
+                          bleu=headline["bleu"], chrf=headline["chrf"])
+        write_json(os.path.join(args.output, args.side, RESULT_FILE), result)
     elif args.minutes is None:
         result = benchmark_by_steps(args.steps, args.data, args.output, changes=changes)
         print(steps_table(result), file=sys.stderr)
     else:
         result = benchmark(args.minutes, args.data, args.output, changes=changes)
-    if args.side:
-        os.makedirs(os.path.join(args.output, args.side), exist_ok=True)
-        with open(os.path.join(args.output, args.side, RESULT_FILE), "w",
-                  encoding="utf-8") as file:
-            json.dump(result, file, ensure_ascii=False)
     print(json.dumps(result, indent=None if args.side else 2, ensure_ascii=False), flush=True)
 
 
