@@ -18,7 +18,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import run_child, table  # noqa: E402
+from common import best_rate, log, run_child, table, write_json  # noqa: E402
 
 BACKENDS = ("tensorflow", "jax", "torch")
 ATTENTION = ("explicit", "fused")
@@ -48,14 +48,9 @@ def measure(preset, seconds, batch_size=32, length=32, vocabulary_size=8000):
     decoding = {}
     source = np.concatenate([ids[:, :23], np.full((batch_size, 1), kt.END_ID, "int32")], 1)
     for batch in (1, 32):
-        run = lambda batch=batch: kt.generate(model, source[:batch], max_length=32)  # noqa: E731
-        run()
-        best = 0.0
-        for _ in range(3):
-            start = time.perf_counter()
-            count = int(np.sum(run()["token_ids"] != kt.PAD_ID))
-            best = max(best, count / (time.perf_counter() - start))
-        decoding[batch] = best
+        decoding[batch] = best_rate(
+            lambda batch=batch: kt.generate(model, source[:batch], max_length=32), 3,
+            lambda out: np.sum(out["token_ids"] != kt.PAD_ID))[1]
     return {"training_tokens_per_second": training,
             "greedy_batch_1_tokens_per_second": decoding[1],
             "greedy_batch_32_tokens_per_second": decoding[32]}
@@ -79,20 +74,18 @@ def main():
                              env={"KERAS_BACKEND": backend, "KT_ATTENTION": attention,
                                   "TF_CPP_MIN_LOG_LEVEL": "3"})
             if "error" in done:
-                print(f"{backend} {attention}: failed: {done['error']}", file=sys.stderr)
+                log(f"{backend} {attention}: failed: {done['error']}")
                 continue
             row = {"backend": backend, "attention": attention, **done}
             rows.append(row)
-            print(json.dumps(row), file=sys.stderr, flush=True)
+            log(json.dumps(row))
     print("\n".join(table(
         ["backend", "attention", f"training tokens/s ({args.preset}, float32)",
          "greedy batch 1 tokens/s", "greedy batch 32 tokens/s"],
         [[row["backend"], row["attention"], f"{row['training_tokens_per_second']:,.0f}",
           f"{row['greedy_batch_1_tokens_per_second']:,.0f}",
           f"{row['greedy_batch_32_tokens_per_second']:,.0f}"] for row in rows])))
-    if args.output:
-        with open(args.output, "w", encoding="utf-8") as file:
-            json.dump(rows, file, indent=2)
+    write_json(args.output, rows)
 
 
 if __name__ == "__main__":

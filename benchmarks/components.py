@@ -1,22 +1,15 @@
 """Where a training step's time goes: the component choices behind our speed.
 
-Each row times one forward and backward pass (milliseconds, `tf.function`, the same
-tensors for both variants, one process), so the ratio is fair on a shared machine:
-
-- projection: a `(B, T, D) -> (B, T, F)` projection as Keras runs it on `(B, T, D)`
-  (what `keras.layers.MultiHeadAttention` and `keras.layers.Dense` do) against the same
-  weights on flattened tokens `(B * T, D)` (`keras_transformer.layers.apply_token_wise`);
-- loss: label-smoothed cross-entropy as `log_softmax` + gather + mean against one fused
-  softmax cross-entropy with smoothed targets (`label_smoothed_sparse_categorical_crossentropy`);
-- perplexity (forward only, as a metric runs): the token negative log-likelihood as the
-  fused softmax cross-entropy with one-hot targets against `logsumexp(z) - z_y`
-  (`keras_transformer.Perplexity`).
+One forward and backward pass each (ms, `tf.function`, the same tensors for both variants):
+a projection on `(B, T, D)` as Keras runs it against flattened tokens `(B * T, D)`
+(`apply_token_wise`); the label-smoothed loss as `log_softmax` + gather + mean against one
+fused softmax cross-entropy; the perplexity metric's token NLL (forward only) as that fused
+cross-entropy against `logsumexp(z) - z_y`.
 
     python benchmarks/components.py --precision mixed_bfloat16
 """
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -31,7 +24,7 @@ from keras_transformer.losses import label_smoothed_sparse_categorical_crossentr
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import table  # noqa: E402
+from common import table, write_json  # noqa: E402
 
 
 def milliseconds(function, *args, repeats=20):
@@ -84,12 +77,16 @@ def projection_rows(batch, length, hidden_dim, heads):
     return rows
 
 
-def loss_rows(batch, length, vocabulary_size, label_smoothing=0.1):
-    """Time the unfused label-smoothed loss against the fused one on the same logits."""
+def labels_and_logits(batch, length, vocabulary_size):
     rng = np.random.default_rng(0)
     labels = tf.constant(rng.integers(1, vocabulary_size, (batch, length)), tf.int32)
-    logits = tf.cast(tf.random.normal((batch, length, vocabulary_size)),
-                     keras.mixed_precision.global_policy().compute_dtype)
+    return labels, tf.cast(tf.random.normal((batch, length, vocabulary_size)),
+                           keras.mixed_precision.global_policy().compute_dtype)
+
+
+def loss_rows(batch, length, vocabulary_size, label_smoothing=0.1):
+    """Time the unfused label-smoothed loss against the fused one on the same logits."""
+    labels, logits = labels_and_logits(batch, length, vocabulary_size)
 
     def unfused(z):
         log_probs = ops.log_softmax(ops.cast(z, "float32"), axis=-1)
@@ -112,10 +109,7 @@ def perplexity_rows(batch, length, vocabulary_size):
     """Time the metric's token NLL as the fused cross-entropy and as `logsumexp - z_y`."""
     from keras_transformer.metrics import Perplexity
 
-    rng = np.random.default_rng(0)
-    labels = tf.constant(rng.integers(1, vocabulary_size, (batch, length)), tf.int32)
-    logits = tf.cast(tf.random.normal((batch, length, vocabulary_size)),
-                     keras.mixed_precision.global_policy().compute_dtype)
+    labels, logits = labels_and_logits(batch, length, vocabulary_size)
     fused = tf.function(lambda z: label_smoothed_sparse_categorical_crossentropy(
         labels, z, label_smoothing=0.0)[0])
     metric = Perplexity()
@@ -151,9 +145,7 @@ def main(argv=None):
     rows += loss_rows(args.batch, args.length, args.vocabulary_size)
     rows += perplexity_rows(args.batch, args.length, args.vocabulary_size)
     print(markdown(rows, args.precision))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as file:
-            json.dump({"precision": args.precision, "rows": rows}, file, indent=2)
+    write_json(args.json, {"precision": args.precision, "rows": rows})
     return rows
 
 

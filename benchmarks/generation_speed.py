@@ -1,13 +1,10 @@
 """Target tokens per second of cached generation against uncached baselines.
 
-The first baseline is the TensorFlow-tutorial loop: at every step the whole model runs
-over the source and the prefix generated so far (a `tf.function` with dynamic
-shapes, traced once). The second is KerasHub's `GreedySampler` and `BeamSampler` driving
-the KerasHub model of the same size (`keras_hub_baseline.py`: the decoder runs over the
-whole fixed-length prompt each step, compiled with XLA). Cached greedy and beam search
-are `kt.generate` compiled with XLA (and, for comparison, eagerly). The models are
-randomly initialised (outputs then mostly run to the `--length` cap) or, with
-`--model-dir`, ours is a trained model folder (the KerasHub rows are then left out).
+Baselines: the TensorFlow-tutorial loop (the whole model over the source and the prefix at
+every step) and KerasHub's `GreedySampler` / `BeamSampler` on the KerasHub model of the
+same size (the decoder over the whole prompt each step, XLA). Ours: `kt.generate`, eager
+and with XLA. Random weights (outputs mostly run to `--length`) or, with `--model-dir`, a
+trained model folder (without the KerasHub rows).
 
     python benchmarks/generation_speed.py --preset base --length 64
     python benchmarks/generation_speed.py --model-dir runs/demo/model --length 64
@@ -29,7 +26,9 @@ from keras_transformer.generation.step import log_probs_of
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import best_rate  # noqa: E402
+from common import best_rate, log, table  # noqa: E402
+
+UNCACHED = "uncached greedy (tutorial loop)"
 
 
 def uncached_greedy(model, length):
@@ -63,7 +62,7 @@ def benchmark(preset="small", vocabulary_size=8000, source_length=24, length=32,
     else:
         model = kt.build_transformer(preset, vocabulary_size=vocabulary_size, dropout=0.0)
     runs = {
-        "uncached greedy (tutorial loop)": uncached_greedy(model, length),
+        UNCACHED: uncached_greedy(model, length),
         "cached greedy, eager": lambda ids: generate(
             model, ids, "greedy", max_length=length, jit_compile=False)["token_ids"],
         "cached greedy, XLA": lambda ids: generate(
@@ -97,7 +96,7 @@ def benchmark(preset="small", vocabulary_size=8000, source_length=24, length=32,
                     lambda run=run, ids=ids: run(ids), repeats,
                     lambda out: np.sum(out != kt.PAD_ID))[1]
             rows.append(row)
-            print(json.dumps(row), file=sys.stderr, flush=True)
+            log(json.dumps(row))
     return {"preset": preset, "vocabulary_size": vocabulary_size,
             "source_length": source_length, "length": length, "rows": rows}
 
@@ -115,13 +114,12 @@ def main():
     args = parser.parse_args()
     result = benchmark(args.preset, args.vocabulary_size, args.source_length, args.length,
                        args.batch_sizes, args.repeats, args.model_dir, minutes=args.minutes)
-    speeds = {}
-    print(f"{'batch':>5} {'method':<32} {'tokens/s':>10} {'vs uncached':>12}")
-    for row in result["rows"]:
-        speed = row.get("target_tokens_per_second", float("nan"))
-        speeds[row["batch_size"], row["method"]] = speed
-        ratio = speed / speeds[row["batch_size"], "uncached greedy (tutorial loop)"]
-        print(f"{row['batch_size']:>5} {row['method']:<32} {speed:>10.1f} {ratio:>11.1f}x")
+    base = {row["batch_size"]: row.get("target_tokens_per_second", float("nan"))
+            for row in result["rows"] if row["method"] == UNCACHED}
+    print("\n".join(table(["batch", "method", "tokens/s", "vs uncached"], [
+        [row["batch_size"], row["method"], f"{row.get('target_tokens_per_second', 0):.1f}",
+         f"{row.get('target_tokens_per_second', 0) / base[row['batch_size']]:.1f}x"]
+        for row in result["rows"]])))
 
 
 if __name__ == "__main__":

@@ -1,30 +1,18 @@
 """The GPU benchmark, on JAX or PyTorch alone: throughput, MFU and a short real run.
 
-Made for a lent NVIDIA H200 and bounded by `--minutes`; never imports TensorFlow (the
-JSON says `tensorflow_loaded`). Each section gets a share of the time left and is
-recorded as skipped, with the reason, when its budget or an import is missing; at the
-limit a watchdog prints what was measured so far. Sections:
-
-1. the bf16 matmul peak (`keras.ops.matmul` on square matrices, after warm-up);
-2. training target tokens/s in `mixed_bfloat16` of `base` and `big` (XLA on JAX) on
-   fixed-shape synthetic batches, with fused and explicit attention; MFU (`mfu.py`'s
-   FLOP count) against the measured peak and the H200's nominal 989 TFLOP/s;
-3. the KerasHub-layers model of `base` on the same batches (if keras_hub imports
-   without TensorFlow);
-4. cached greedy and beam-4 decoding target tokens/s (`kt.generate`) at batch 1, 32, 256;
-5. with `--data DIR` (from `keras-transformer prepare`): up to `--train-minutes` of
-   pre-LN `base` training on `NumpyBatches` (length buckets `--bucket-width` apart, so
-   few compilations), then test BLEU/chrF (greedy and beam 4, first 1000 sentences).
-
-Progress goes to stderr, one JSON object to stdout (and `--output`). `--smoke` runs
-every section at tiny sizes on a CPU (with a toy data folder) in about a minute.
-
-    python benchmarks/gpu.py --minutes 7 --data runs/demo/data
-    python benchmarks/gpu.py --smoke
-
-On the device machine (JAX; keras and pure-Python wheels on PYTHONPATH):
+Made for a lent NVIDIA H200, bounded by `--minutes`, never imports TensorFlow (the JSON
+says `tensorflow_loaded`). Each section gets a share of the time left (skipped, with the
+reason, without it or an import); at the limit a watchdog prints what was measured.
+Sections: 1. the bf16 matmul peak; 2. `mixed_bfloat16` training tokens/s of `base` and
+`big` (XLA on JAX) on fixed-shape synthetic batches, fused and explicit attention, MFU
+(`mfu.py`'s FLOPs) against the measured peak and the H200's nominal 989 TFLOP/s; 3. the
+KerasHub-layers model on the same batches; 4. cached greedy and beam-4 decoding at batch
+1, 32, 256; 5. with `--data` (a `prepare` folder), up to `--train-minutes` of pre-LN
+`base` training, then test BLEU/chrF. Progress on stderr, one JSON object on stdout (and
+`--output`); `--smoke` runs every section at tiny sizes on a CPU in about a minute.
 
     KERAS_BACKEND=jax python benchmarks/gpu.py --minutes 7 --data DIR --output $OUT/gpu.json
+    python benchmarks/gpu.py --smoke
 """
 
 import time
@@ -59,8 +47,6 @@ TENSORFLOW_MODULES = ("tensorflow", "tensorflow_text", "tf_keras")
 def tensorflow_loaded():
     return any(name.split(".")[0] in TENSORFLOW_MODULES for name in sys.modules)
 
-
-# --- time, seeds, devices -------------------------------------------------------------
 
 class Budget:
     """Shares of the time left: each section gets `weight / (weights of it and later)`."""
@@ -145,8 +131,6 @@ def hidden_tensorflow():
         sys.meta_path.remove(finder)
 
 
-# --- 1. matmul peak -----------------------------------------------------------------
-
 def matmul_peak(size, seconds, products=20):
     """Best FLOP/s of `products` back-to-back bf16 `(size, size)` products, after warm-up."""
     ops = keras.ops
@@ -167,8 +151,6 @@ def matmul_peak(size, seconds, products=20):
     return {"dtype": "bfloat16", "size": size, "trials": trials,
             "flops_per_second": 2 * size**3 / best}
 
-
-# --- 2, 3. training speed on fixed-shape synthetic batches ----------------------------
 
 def synthetic_batches(batch_size, length, vocabulary_size, seed=0):
     """`(features, labels)` int32 `(B, length)` with real lengths in `[length / 2, length]`."""
@@ -192,23 +174,26 @@ def repeated(batch):
         yield batch
 
 
-class StepTimer(keras.callbacks.Callback):
-    """Records when each `fit` step ends (logs are read, so the step is done); stops
-    `fit` `seconds` after the `warmup` steps, or at `deadline` (monotonic)."""
+class StepLog(keras.callbacks.Callback):
+    """Records when each `fit` step ends (its logs read: the step is done) and the last
+    logs; stops `fit` at `deadline` (monotonic) or `seconds` after `warmup` steps, with at
+    least 2 timed steps when there is a warm-up."""
 
-    def __init__(self, warmup, seconds, deadline):
+    def __init__(self, deadline, warmup=0, seconds=float("inf")):
         super().__init__()
-        self.warmup, self.seconds, self.deadline = warmup, seconds, deadline
+        self.deadline, self.warmup, self.seconds = deadline, warmup, seconds
 
     def on_train_begin(self, logs=None):
-        self.started, self.times = time.perf_counter(), []
+        self.started, self.times, self.last_logs = time.perf_counter(), [], {}
 
     def on_train_batch_end(self, batch, logs=None):
         now = time.perf_counter()
         self.times.append(now)
-        timed = len(self.times) - self.warmup
-        if timed >= 2 and (now - self.times[self.warmup - 1] > self.seconds
-                           or time.monotonic() > self.deadline):
+        self.last_logs = dict(logs or {})
+        if self.warmup and len(self.times) - self.warmup < 2:
+            return
+        if time.monotonic() > self.deadline or (
+                self.warmup and now - self.times[self.warmup - 1] > self.seconds):
             self.model.stop_training = True
 
 
@@ -216,7 +201,7 @@ def time_training(model, batch, config, jit_compile, seconds, deadline, warmup, 
     from keras_transformer.training import compile_transformer
 
     compile_transformer(model, jit_compile=jit_compile)
-    timer = StepTimer(warmup, seconds, deadline)
+    timer = StepLog(deadline, warmup, seconds)
     model.fit(repeated(batch), epochs=1, steps_per_epoch=10**7, callbacks=[timer], verbose=0)
     steps = len(timer.times) - warmup
     elapsed = timer.times[-1] - timer.times[warmup - 1]
@@ -324,8 +309,6 @@ def keras_hub_section(args, budget, peak, jit_compile, ours, compile_guess):
     return section
 
 
-# --- 4. decoding --------------------------------------------------------------------
-
 def decoding_section(args, budget):
     from keras_transformer.generation import generate
     from keras_transformer.models import build_transformer
@@ -377,8 +360,6 @@ def time_decoding(run, ids, repeats):
             "tokens_per_sentence": count / len(ids)}
 
 
-# --- 5. real training and BLEU ------------------------------------------------------
-
 TOY_SUBJECTS = [("Der Hund", "The dog"), ("Die Katze", "The cat"), ("Das Haus", "The house"),
                 ("Der Mann", "The man"), ("Die Frau", "The woman")]
 TOY_PREDICATES = [("ist gross", "is big"), ("ist klein", "is small"), ("ist alt", "is old"),
@@ -397,23 +378,6 @@ def write_toy_data(directory):
     train_tokenizer([text for pair in pairs for text in pair],
                     os.path.join(directory, "tokenizer.model"), vocabulary_size=60)
     return directory
-
-
-class RealTrainingLog(keras.callbacks.Callback):
-    """Stops `fit` at `deadline` (monotonic); records each step's end."""
-
-    def __init__(self, deadline):
-        super().__init__()
-        self.deadline, self.times, self.last_logs = deadline, [], {}
-
-    def on_train_begin(self, logs=None):
-        self.started = time.perf_counter()
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.times.append(time.perf_counter())
-        self.last_logs = dict(logs or {})
-        if time.monotonic() > self.deadline:
-            self.model.stop_training = True
 
 
 def real_section(args, budget, jit_compile):
@@ -465,7 +429,7 @@ def real_section(args, budget, jit_compile):
         model = build_transformer(args.real_preset, vocabulary_size=tokenizer.vocabulary_size,
                                   normalize_first=True)
         compile_transformer(model, warmup_steps=args.warmup_steps, jit_compile=jit_compile)
-        training_log = RealTrainingLog(time.monotonic() + train_seconds)
+        training_log = StepLog(time.monotonic() + train_seconds)
         log(f"real training: {len(train_pairs)} pairs, vocabulary "
             f"{tokenizer.vocabulary_size}, up to {train_seconds:.0f} s")
         model.fit(counted(), epochs=1, steps_per_epoch=10**7, callbacks=[training_log],
@@ -517,8 +481,6 @@ def real_section(args, budget, jit_compile):
     return section
 
 
-# --- the run ------------------------------------------------------------------------
-
 class Output:
     """Writes the JSON once, to the saved stdout (everything else printed to stdout,
     from Python or C, goes to stderr) and to `--output`."""
@@ -565,6 +527,22 @@ def run_section(result, name, function, *arguments):
     return value
 
 
+# The sizes and limits of a run, and of `--smoke` (tiny, on a CPU).
+SIZES = dict(big_batch_size=256, length=64, vocabulary_size=32000, timed_seconds=8.0, warmup=3,
+             peak_size=8192, peak_seconds=4.0, decode_length=64, source_length=24,
+             decode_repeats=2, decode_compile_guess=5.0, real_preset="base",
+             tokens_per_batch=12000, max_sequence_length=128, bucket_width=32,
+             warmup_steps=1000, eval_sentences=1000, translate_batch_size=1024,
+             translate_max_length=None, eval_reserve_min=40.0, min_train_seconds=30.0,
+             margin=15.0)
+SMOKE = dict(presets=["tiny"], batch_size=8, length=16, vocabulary_size=200, timed_seconds=1.0,
+             warmup=2, peak_size=256, peak_seconds=0.5, decode_batch_sizes=[1, 4],
+             decode_length=8, source_length=8, decode_compile_guess=0.5, real_preset="tiny",
+             tokens_per_batch=128, max_sequence_length=32, bucket_width=16, warmup_steps=10,
+             eval_sentences=10, translate_batch_size=16, translate_max_length=12,
+             train_minutes=0.1, eval_reserve_min=10.0, min_train_seconds=3.0, margin=5.0)
+
+
 def parse_arguments(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add = parser.add_argument
@@ -575,35 +553,11 @@ def parse_arguments(argv=None):
     add("--smoke", action="store_true", help="tiny sizes, on a CPU, about a minute")
     add("--presets", nargs="+", default=["base", "big"])
     add("--batch-size", type=int, default=256)
-    add("--big-batch-size", type=int, default=256)
-    add("--length", type=int, default=64)
-    add("--vocabulary-size", type=int, default=32000)
-    add("--timed-seconds", type=float, default=8.0, help="timed training per row")
-    add("--warmup", type=int, default=3, help="untimed training steps per row")
-    add("--peak-size", type=int, default=8192)
     add("--decode-batch-sizes", type=int, nargs="+", default=[1, 32, 256])
-    add("--decode-length", type=int, default=64)
-    add("--source-length", type=int, default=24)
-    add("--tokens-per-batch", type=int, default=12000)
-    add("--max-sequence-length", type=int, default=128)
-    add("--bucket-width", type=int, default=32, help="real training: length bucket width")
-    add("--warmup-steps", type=int, default=1000, help="real training: lr warm-up")
-    add("--eval-sentences", type=int, default=1000)
-    add("--translate-batch-size", type=int, default=1024)
     args = parser.parse_args(argv)
-    args.real_preset, args.peak_seconds, args.decode_repeats = "base", 4.0, 2
-    args.translate_max_length, args.eval_reserve_min, args.min_train_seconds = None, 40.0, 30.0
-    args.margin, args.decode_compile_guess = 15.0, 5.0
+    vars(args).update(SIZES)
     if args.smoke:
-        args.minutes = min(args.minutes, 3.0)
-        args.presets, args.batch_size, args.length, args.vocabulary_size = ["tiny"], 8, 16, 200
-        args.timed_seconds, args.warmup, args.peak_size, args.peak_seconds = 1.0, 2, 256, 0.5
-        args.decode_batch_sizes, args.decode_length, args.source_length = [1, 4], 8, 8
-        args.real_preset, args.tokens_per_batch, args.max_sequence_length = "tiny", 128, 32
-        args.bucket_width, args.warmup_steps, args.eval_sentences = 16, 10, 10
-        args.translate_batch_size, args.translate_max_length = 16, 12
-        args.train_minutes, args.eval_reserve_min, args.min_train_seconds = 0.1, 10.0, 3.0
-        args.margin, args.decode_compile_guess = 5.0, 0.5
+        vars(args).update(SMOKE, minutes=min(args.minutes, 3.0))
     args.hard_seconds = 60 * args.minutes
     return args
 

@@ -1,21 +1,10 @@
 """Model FLOPs per target token, counted analytically, and a measured matmul peak per dtype.
 
-Model FLOP utilization (MFU) is the model's useful FLOP/s, from real (non-pad) tokens
-only, over the best FLOP/s this machine reaches on one large matrix product in the same
-dtype (`float32`, or `bfloat16` for `mixed_bfloat16`).
-
-FLOPs count matrix products only (2 per multiply-add); embeddings lookups, softmax,
-layer norms and the optimizer are left out. For a pair with S source and T target ids
-(both counted with their special id), per layer:
-
-- encoder: Q, K, V, O projections `8 S d^2`; scores and weighted values `4 S^2 d`;
-  feed-forward `4 S d f`;
-- decoder: self-attention `8 T d^2 + 4 T^2 d` (the full square, as a dense kernel computes
-  it); cross-attention Q and O `4 T d^2`, K and V over the source `4 S d^2`, scores and
-  values `4 T S d`; feed-forward `4 T d f`;
-
-plus the output projection `2 T d V`. A training step costs three forward passes
-(the backward pass twice the forward).
+MFU is the model's useful FLOP/s (real tokens only) over the best FLOP/s of one large matrix
+product in the same dtype. Only matrix products count (2 FLOPs a multiply-add). Per layer,
+for S source and T target ids: encoder `8 S d^2 + 4 S^2 d + 4 S d f`; decoder self-attention
+`8 T d^2 + 4 T^2 d`, cross-attention `4 T d^2 + 4 S d^2 + 4 T S d`, feed-forward `4 T d f`;
+plus the output projection `2 T d V`. A training step is three forward passes.
 
     python benchmarks/mfu.py --preset small   # prints FLOPs/token and the measured peaks
 """
@@ -30,17 +19,8 @@ import keras_transformer as kt
 
 
 def forward_flops(config, source_lengths, target_lengths):
-    """Forward matmul FLOPs of each pair `(S, T)` for a config of `kt.PRESETS` shape.
+    """Forward matmul FLOPs of each pair of real lengths `(S, T)` for a `kt.PRESETS` config.
 
-    Args:
-        config: dict with `num_layers`, `hidden_dim`, `intermediate_dim` and
-            `vocabulary_size`.
-        source_lengths, target_lengths: int arrays of real (non-pad) lengths.
-
-    Returns:
-        float64 array of FLOPs per pair.
-
-    Example:
     >>> config = {"num_layers": 1, "hidden_dim": 2, "intermediate_dim": 4,
     ...           "vocabulary_size": 10}
     >>> forward_flops(config, [1], [1]).tolist()
@@ -57,10 +37,7 @@ def forward_flops(config, source_lengths, target_lengths):
 
 
 def training_flops_per_token(config, batches):
-    """Training FLOPs (3 forward passes) per real target token over `batches`.
-
-    `batches` are `(features, labels)` NumPy batches as from our pipeline.
-    """
+    """Training FLOPs (3 forward passes) per real target token over NumPy `batches`."""
     flops = tokens = 0.0
     for features, labels in batches:
         source = np.sum(features["encoder_token_ids"] != kt.PAD_ID, axis=1)
@@ -71,9 +48,7 @@ def training_flops_per_token(config, batches):
 
 
 def matmul_peak(dtype="float32", size=2048, seconds=3.0, jit_compile=False):
-    """Best FLOP/s of a compiled `(size, size) @ (size, size)` product in `dtype`
-    (TensorFlow, like the CPU benchmarks it serves; `gpu.py` has a Keras one), by
-    TensorFlow's own kernel or, with `jit_compile`, by XLA's."""
+    """Best FLOP/s of a `(size, size)` product in `dtype`: TensorFlow's kernel, or XLA's."""
     import tensorflow as tf
 
     a = tf.random.uniform((size, size), dtype="float32")

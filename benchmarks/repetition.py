@@ -15,15 +15,13 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import table  # noqa: E402
+from common import log, table, write_json  # noqa: E402
 
 
 def repeats(pieces):
-    """True when a 3-gram of `pieces` occurs twice or a piece 4 or more times.
-
+    """
     >>> repeats([5, 6, 7, 5, 6, 7]), repeats([5, 5, 5, 5]), repeats([5, 6, 5, 7])
     (True, True, False)
     """
@@ -56,7 +54,7 @@ def measure(model_dir, data_dir, sizes=(3,), methods=("greedy", "beam"), sentenc
                          "repeating_share": round(share, 4), "bleu": scores["bleu"],
                          "chrf": scores["chrf"], "seconds": round(seconds, 1),
                          "sentences": len(pairs)})
-            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+            log(json.dumps(rows[-1]))
     return rows
 
 
@@ -77,9 +75,7 @@ def main():
     parser.add_argument("--output", default=None, help="write the rows as JSON here")
     args = parser.parse_args()
     rows = measure(args.model, args.data, tuple(args.sizes), sentences=args.sentences)
-    if args.output:
-        with open(args.output, "w", encoding="utf-8") as file:
-            json.dump(rows, file, indent=2)
+    write_json(args.output, rows)
     print(markdown(rows))
 
 

@@ -1,14 +1,10 @@
 """A training step under TensorFlow's profiler: ours and the KerasHub baseline, op by op.
 
-Each configuration (model, precision) trains in its own process on the same real batches
-as `training_speed.py` (our bucketing of the Ding training data; `--sentences-only` for
-the demo's sentence pairs). After a pass that traces every shape and an untraced timed
-pass, one pass runs under `tf.profiler`; its `framework_op_stats` (the table TensorBoard's
-profile plugin shows) are summed per step by TensorFlow op type and by the part of the
-model an op belongs to (from its name scope: attention, feed-forward, layer norm,
-embedding and output projection, loss, optimizer), forward and backward together.
-TensorFlow runs independent ops on the 2 cores at once, so the op times add up to more
-than the step's wall-clock time: compare the columns, not a column with the step.
+Each (model, precision) trains in its own process on `training_speed.py`'s batches; after
+a pass that traces every shape and two timed passes, one pass runs under `tf.profiler`.
+Its `framework_op_stats` are summed per step by op type and by the part of the model an op
+belongs to (its name scope). Ops run on both cores at once, so they add up to more than the
+step's wall-clock time: compare the columns, not a column with the step.
 
     python benchmarks/training_profile.py --data runs/demo/data --sentences-only
 """
@@ -25,6 +21,7 @@ from collections import defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from common import log, write_json  # noqa: E402
 from training_speed import (  # noqa: E402
     MODELS,
     PRECISIONS,
@@ -62,8 +59,7 @@ def part_of(operation):
 
 
 def under_profiler(function, logdir):
-    """`function()` under TensorFlow's profiler, its trace written to `logdir`: returns the
-    result and the paths of the trace's `.xplane.pb` files."""
+    """`(function(), the paths of its trace's .xplane.pb files in logdir)`."""
     import tensorflow as tf
 
     tf.profiler.experimental.start(logdir)
@@ -75,8 +71,7 @@ def under_profiler(function, logdir):
 
 
 def op_stats(paths):
-    """`[(op type, op name, self-time in microseconds)]` of the profile in the `.xplane.pb`
-    files `paths` (`under_profiler`)."""
+    """`[(op type, op name, self-time in microseconds)]` of a profile."""
     from tensorflow.python.profiler.internal import _pywrap_profiler_plugin as plugin
 
     data, ok = plugin.xspace_to_tools_data(paths, "framework_op_stats", {})
@@ -152,34 +147,28 @@ def benchmark(data_dir="runs/demo/data", preset="small", batches=8, tokens_per_b
                 result = run_in_subprocess(worker, path, timeout=900,
                                            script=os.path.abspath(__file__))
                 runs.append(result)
-                print(f"{model} {precision}: " + (result.get("error") or
-                      f"{result['step_ms']:.0f} ms a step"), file=sys.stderr, flush=True)
+                log(f"{model} {precision}: " + (result.get("error") or
+                    f"{result['step_ms']:.0f} ms a step"))
     return {"preset": preset, "batches": len(ours), "sentences_only": sentences_only,
             "sentences": sum(len(labels) for _, labels in ours), "overrides": overrides,
             "runs": runs}
 
 
 def products_and_loss(run):
-    """A profiled run's op time per step (ms) in matrix products and the loss."""
+    """A profiled run's ms per step in matrix products and the loss."""
     return sum(ms for part, ms in run["by_part"].items()
                if part.endswith(": matmul") or part.startswith("loss:"))
 
 
 def floor_ms(ours, theirs):
-    """The products and loss of the faster of two profiled runs (ms per step): the least
-    time either model's step could take, since both do the same FLOPs there."""
+    """The faster run's products and loss (the same FLOPs in both): the least step time."""
     return min(products_and_loss(ours), products_and_loss(theirs))
 
 
 def ceilings(result):
-    """`{precision: bound}`: about the most ours could be ahead of KerasHub on these batches.
+    """`{precision: bound}`: KerasHub's summed op time over `floor_ms`, the most ours
+    could be ahead with nothing but the products and loss in its step.
 
-    Both models multiply the same matrices and compute the same loss. With nothing else
-    in our step, and those as fast as in the faster of the two models, ours would take
-    that floor; KerasHub's summed op time over it bounds the ratio (by summed op time,
-    not wall clock: TensorFlow runs independent ops on several cores at once).
-
-    Example:
     >>> run = lambda model, matmul, loss, total: {
     ...     "model": model, "precision": "float32", "op_ms_per_step": total,
     ...     "by_part": {"attention: matmul": matmul, "loss: other ops": loss}}
@@ -246,9 +235,7 @@ def main():
     overrides = {"normalize_first": True} if args.normalize_first else {}
     result = benchmark(args.data, args.preset, args.batches,
                        sentences_only=args.sentences_only, **overrides)
-    if args.output:
-        with open(args.output, "w") as file:
-            json.dump(result, file, indent=2)
+    write_json(args.output, result)
     print(markdown(result))
 
 

@@ -1,15 +1,11 @@
 """Training throughput: target (non-pad) tokens per second, ours against the KerasHub baseline.
 
-Both models train on the same real batches of the Ding training data, cut by our
-pipeline (`keras_transformer.data.make_dataset`, the demo's token budget and length
-limit), with the same loss, optimizer and schedule (`compile_transformer`). Each
-configuration (model, precision, `jit_compile`) runs in its own process, so its peak
-memory (maximum resident set size) is its own and no compiled state carries over. A
-pass over the batches traces and compiles every shape; the best of the timed passes that
-follow is the steady state. The baseline also runs on the recipe's own batching (64
-sentences a batch, each padded to the length limit; the first of those batches, as many
-as ours) at each precision without XLA: the end-to-end comparison, and the price of the
-bucketing lever.
+Both train on the same real batches of the Ding training data (our `make_dataset`, the
+demo's token budget) with the same loss, optimizer and schedule. Each configuration
+(model, precision, `jit_compile`) runs in its own process (its own peak memory, no compiled
+state carried over): a first pass compiles every shape, the best timed pass after it is
+the steady state. The baseline also runs on the recipe's own batching (64 sentences a
+batch, padded to the length limit), without XLA: the end-to-end comparison.
 
     python benchmarks/training_speed.py --data runs/data --batches 8
     python benchmarks/training_speed.py --data runs/demo/data --sentences-only \
@@ -28,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import run_child  # noqa: E402
+from common import log, run_child  # noqa: E402
 
 MODELS = ("ours", "keras_hub")
 PRECISIONS = ("float32", "mixed_bfloat16")
@@ -37,15 +33,8 @@ RECIPE_BATCH_SIZE = 64  # the keras.io recipe's batch size
 
 def real_batches(data_dir, count, tokens_per_batch, max_sequence_length, seed=0, spacing=8,
                  sentences_only=False):
-    """`count` batches of our pipeline over `train.tsv`, every `spacing`-th of the stream.
-
-    The training split is 96% words and phrases (short rows, many to a batch); with
-    `sentences_only` the batches hold only its sentence pairs (the demo's data: longer
-    rows, fewer to a batch).
-
-    Returns a list of `(features, labels)` NumPy batches and the number of distinct
-    `(B, S, T)` shapes among the `count * spacing` batches read (XLA compiles each).
-    """
+    """`count` NumPy batches of our pipeline (every `spacing`-th; `sentences_only`: the
+    sentence pairs alone), and the distinct `(B, S, T)` shapes among those read."""
     from keras_transformer.data import Tokenizer, load_training_pairs, make_dataset
 
     tokenizer = Tokenizer.from_file(os.path.join(data_dir, "tokenizer.model"))
@@ -132,8 +121,6 @@ def measure(model, precision, jit_compile, batches, preset="small", vocabulary_s
         for features, labels in batches:  # traces and compiles every shape
             logs = network.train_on_batch(features, labels, return_dict=True)
         first = time.perf_counter() - start
-        # The best timed pass, not the mean: on a shared machine other tenants only ever
-        # slow a pass down.
         steady = float("inf")
         for _ in range(passes):
             start = time.perf_counter()
@@ -182,12 +169,8 @@ def benchmark(data_dir="runs/data", preset="small", batches=8, passes=1, tokens_
               max_sequence_length=128, models=MODELS, precisions=PRECISIONS,
               jit_compiles=(False, True), recipe_batching=True, minutes=10.0,
               sentences_only=False, **overrides):
-    """Every configuration, one process each, within about `minutes` in all.
-
-    Returns a dict: `batching` (padding efficiency of our bucketing, padding to the
-    longest sentence and the recipe's fixed length, over the same sentences), `runs`
-    (one dict per configuration) and `flops_per_target_token` (see `mfu.py`).
-    """
+    """Every configuration, one process each, within about `minutes`: the padding
+    efficiency of three batchings, the runs and the FLOPs per target token."""
     from mfu import model_config, training_flops_per_token
 
     from keras_transformer.data import Tokenizer
@@ -205,8 +188,7 @@ def benchmark(data_dir="runs/data", preset="small", batches=8, passes=1, tokens_
         f"recipe: pad to {max_sequence_length}, {RECIPE_BATCH_SIZE} a batch":
             padding_efficiency(recipe),
     }
-    # Without XLA first, the recipe's batching with them: the end-to-end comparison must
-    # not be the row that runs out of time.
+    # Without XLA first, with the recipe's batching: the rows that must not run out of time.
     configs = []
     for jit_compile in sorted(jit_compiles):
         for precision in precisions:
@@ -232,7 +214,7 @@ def benchmark(data_dir="runs/data", preset="small", batches=8, passes=1, tokens_
             result = run_in_subprocess(worker, files[config["batching"]], left)
             result["batching"] = worker["batching"]
             runs.append(result)
-            print(json.dumps(result), file=sys.stderr, flush=True)
+            log(json.dumps(result))
     config = model_config(preset, vocabulary_size, **overrides)
     return {"preset": preset, "batches": len(ours), "passes": passes, "sentences": sentences,
             "sentences_only": sentences_only,
