@@ -1,18 +1,13 @@
 """A command on glibc's malloc against tcmalloc: wall time, CPU seconds, page faults.
 
-Runs COMMAND in child processes, taking turns (`common.interleaved`): `glibc`
-(`KT_ALLOCATOR=system`, no `LD_PRELOAD`) and `tcmalloc` (preloaded with `LD_PRELOAD`, so
-the command line does not restart itself). Each child's own resource use comes from
-`os.wait4`: user and system CPU seconds, minor and major page faults, peak RSS. `{tmp}`
-in COMMAND becomes a fresh folder for every run (a training run would otherwise resume
-the last one). Prints the medians as a Markdown table, with the CPU (bf16 flags or not),
-and writes every run to `--output`.
+COMMAND runs in child processes taking turns (`common.interleaved`), on glibc
+(`KT_ALLOCATOR=system`) and on tcmalloc (`LD_PRELOAD`); each child's user and system CPU
+seconds, page faults and peak RSS come from `os.wait4`. `{tmp}` in COMMAND is a fresh
+folder every run. Prints the medians as a table; every run goes to `--output`.
 
     python benchmarks/allocator.py --repeats 3 -- keras-transformer train \\
         --data runs/demo/data --output {tmp} --preset tiny --max-steps 20 \\
         --tokens-per-batch 25000 --bleu-every 0 --checkpoint-every 1000
-    python benchmarks/allocator.py -- keras-transformer evaluate --model runs/demo/model \\
-        --data runs/demo/data --method beam --beam-size 4 --batch-size 32
 """
 
 import argparse
@@ -50,7 +45,7 @@ def environment(allocator, library):
     env = {key: value for key, value in os.environ.items()
            if key not in ("LD_PRELOAD", "KT_ALLOCATOR", "KT_ALLOCATOR_PRELOADED")}
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if allocator == "glibc":
+    if allocator == "glibc":  # KT_ALLOCATOR=system: the command does not restart itself
         return {**env, "KT_ALLOCATOR": "system"}
     return {**env, "LD_PRELOAD": library,
             "TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD": str(1 << 40)}

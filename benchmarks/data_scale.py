@@ -1,21 +1,15 @@
 """Scale of the on-disk data path: `prepare`, time to first step, resume and batch reading
 on synthetic corpora of 45k, 450k and 4.5M pairs (WMT14 en-de has 4.5M).
 
-Each corpus recombines the Ding dictionary's sentence pairs 1 to 3 at a time (seeded,
-every pair distinct) into two aligned files, English source and German target, in
-`WORK/PAIRS/train.{en,de}` (kept and reused while their line counts match). Per size:
-`keras-transformer prepare` (wall time, peak RSS); `train` for one step (seconds from
-process launch to the end of its first step, peak RSS); the same model folder resumed
-at step 10 and deep into a late epoch (its backup's optimizer step rewritten), each to
-its first step; and `StoreBatches` read in this process (seconds to plan an epoch, real
-target tokens per second) against the target tokens per second the preset trains at
-(`train_on_batch` on the smallest corpus's batches, measured once). Every command runs
-in its own process, forked from a small launcher, so each peak RSS (`ru_maxrss` from
-`os.wait4`) is its own. RSS is in MiB; the goals' GB are GiB. Results go to
-`WORK/results.json`, `WORK/results.md` and stdout, progress to stderr.
+Each corpus recombines the Ding sentence pairs 1 to 3 at a time (seeded, every pair
+distinct) into `WORK/PAIRS/train.{en,de}` (reused). Per size: `prepare` (wall time, peak
+RSS); `train` for one step (seconds from launch to the end of its first step, peak RSS);
+the same folder resumed at step 10 and deep in a late epoch; `StoreBatches` read in a
+process of its own (plan seconds, target tokens/s, NumPy and tf.data) against what the
+preset trains at. Every command is forked from a small launcher, so each peak RSS is its
+own. Results: `WORK/results.json`, `WORK/results.md` and stdout; figures in docs/results.md.
 
     python benchmarks/data_scale.py                          # 45k, 450k, 4.5M pairs
-    python benchmarks/data_scale.py --sizes 45000 450000     # the small sizes only
     python benchmarks/data_scale.py --sizes 2000 --corpus de-en --preset tiny \
         --tokens-per-batch 512 --work /tmp/scale              # a smoke run
 """
@@ -33,7 +27,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import log, machine, table  # noqa: E402
+from common import log, machine, table, write_json  # noqa: E402
 
 ENV = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2"}
 CLI = "import sys; from keras_transformer.cli import main; sys.exit(main(sys.argv[1:]))"
@@ -139,9 +133,8 @@ def run_train(data_dir, model_dir, settings, log_path, timeout=1800):
 
 
 def set_backup_step(model_dir, step):
-    """Rewrites the backup's optimizer step (the int scalar among the optimizer's
-    variables) and the step of its metadata, whose data position is dropped (the run
-    computes it from the step)."""
+    """Rewrites the backup's optimizer step and its metadata's (the data position dropped:
+    the run computes it from the step)."""
     import h5py
 
     backup = os.path.join(model_dir, "backup")
@@ -197,9 +190,8 @@ def pipeline(data_dir, tokens_per_batch, max_sequence_length, count):
 
 
 def resident_memory():
-    """This process's resident memory now, in MiB: anonymous (arrays, Python objects) and
-    file-backed (pages of memory-mapped files, the token files among them, which the
-    kernel can drop at any time)."""
+    """This process's resident MiB now: anonymous, and file-backed (memory-mapped token
+    files among them, which the kernel can drop at any time)."""
     memory = {}
     with open("/proc/self/status") as file:
         for line in file:
@@ -210,8 +202,7 @@ def resident_memory():
 
 
 def pipeline_process(data_dir, tokens_per_batch, max_sequence_length, count, log_path):
-    """`pipeline` in a process of its own, with that process's peak RSS: the data path's
-    memory alone (store, plan, batches, tf.data), without a model's."""
+    """`pipeline` in a process of its own: the data path's peak RSS, without a model's."""
     _, rss, out, _ = measured(
         [sys.executable, os.path.abspath(__file__), "--measure-pipeline", data_dir,
          "--tokens-per-batch", str(tokens_per_batch), "--max-sequence-length",
@@ -358,12 +349,16 @@ def remeasure_pipeline(args):
         log(f"{row['pairs']} pairs: {row['pipeline_tokens_per_s']:,.0f} (NumPy), "
             f"{row['pipeline_tf_tokens_per_s']:,.0f} (tf.data) target tokens/s")
     results["goals"] = goals(results["rows"], results["model"])
+    print(write_results(args.work, results))
+
+
+def write_results(work, results):
+    """`WORK/results.json` and `WORK/results.md`; returns the markdown."""
+    write_json(os.path.join(work, "results.json"), results)
     text = markdown(results)
-    with open(os.path.join(args.work, "results.json"), "w") as file:
-        json.dump(results, file, indent=2)
-    with open(os.path.join(args.work, "results.md"), "w") as file:
+    with open(os.path.join(work, "results.md"), "w") as file:
         file.write(text)
-    print(text)
+    return text
 
 
 def main():
@@ -408,11 +403,7 @@ def main():
                                 args.max_sequence_length)
             log(f"{args.preset} trains at {model['tokens_per_s']:,.0f} target tokens/s")
         results.update(rows=rows, model=model, goals=goals(rows, model))
-        text = markdown(results)  # written after each size: a later failure keeps it
-        with open(os.path.join(args.work, "results.json"), "w") as file:
-            json.dump(results, file, indent=2)
-        with open(os.path.join(args.work, "results.md"), "w") as file:
-            file.write(text)
+        text = write_results(args.work, results)  # after each size: a failure keeps it
     print(text)
 
 
