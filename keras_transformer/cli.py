@@ -202,12 +202,16 @@ def _add_decoding_options(parser):
     group.add_argument("--no-repeat-ngram-size", type=int, default=None, metavar="N",
                        help="never repeat an N-gram in an output (default: off, as in "
                             "the paper)")
+    group.add_argument("--min-length", type=int, default=None, metavar="N",
+                       help="no output ends before N tokens (default: 1, so no empty "
+                            "translation; 0 for an imported model)")
     parser.add_argument("--batch-size", type=int, default=32)
 
 
 def _decoding_kwargs(args):
     """The decoding flags given on the command line (the others keep the model's)."""
-    names = ("max_length", "no_repeat_ngram_size", "beam_size", "alpha", "length_penalty")
+    names = ("max_length", "no_repeat_ngram_size", "beam_size", "alpha", "length_penalty",
+             "min_length")
     return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
 
@@ -324,6 +328,10 @@ def _add_export(subparsers):
                              "imported model's own)")
     parser.add_argument("--no-repeat-ngram-size", type=int, default=None, metavar="N",
                         help="saved_model: never repeat an N-gram in an output (default: off)")
+    parser.add_argument("--min-length", type=int, default=None, metavar="N",
+                        help="saved_model: no output ends before N tokens (default: 1, or an "
+                             "imported model's 0); CTranslate2 takes min_decoding_length at "
+                             "run time")
     parser.add_argument("--quantization", default=None, metavar="TYPE",
                         help="ctranslate2: weight type, e.g. int8, int8_float32, float16 "
                              "(default: float32)")
@@ -336,6 +344,9 @@ def _run_export(args):
     if args.no_repeat_ngram_size and args.format == "ctranslate2":
         raise ValueError("`--no-repeat-ngram-size` is a decoding option of CTranslate2 "
                          "(`translate_batch(no_repeat_ngram_size=N)`), not of its export.")
+    if args.min_length is not None and args.format == "ctranslate2":
+        raise ValueError("`--min-length` is a decoding option of CTranslate2 "
+                         "(`translate_batch(min_decoding_length=N)`), not of its export.")
     if args.format == "ctranslate2":
         from keras_transformer.export import export_ctranslate2
 
@@ -353,7 +364,7 @@ def _run_export(args):
     from keras_transformer.export import export_saved_model
 
     options = {name: getattr(args, name) for name in ("beam_size", "alpha", "max_length",
-                                                      "no_repeat_ngram_size")
+                                                      "no_repeat_ngram_size", "min_length")
                if getattr(args, name) is not None}
     path = export_saved_model(args.model, args.output, **options)
     print(json.dumps({"export": path, **options}))

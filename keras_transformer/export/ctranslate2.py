@@ -32,7 +32,8 @@ option, before anything is written. The folder is written beside `output_dir` an
 renamed into place at the end, so a failure leaves no half-written export.
 
 Decoding that matches ours: translate source pieces (no end token; CTranslate2 adds it)
-with `max_decoding_length` equal to our `max_length` and `min_decoding_length=0`.
+with `max_decoding_length` equal to our `max_length` and `min_decoding_length` equal to
+our `min_length` (both 1 by default; an imported model's is 0).
 
 - Our own models: `length_penalty=0` against our `alpha=0` (CTranslate2 divides by
   `length ** alpha`, we by GNMT's `((5 + length) / 6) ** alpha`) and

@@ -14,13 +14,16 @@ TensorFlow-specific). It holds three signatures:
   for an imported OPUS-MT model, whose two models and vocabulary are in the graph).
 
 Decoding is beam search (Section 6.1) with the same cached decoder step and the
-same search-input policy (`generation/search_input.py`: padding and length limit)
-as `keras_transformer.generate`, so the SavedModel gives the
+same search-input policy (`generation/search_input.py`: padding, length limit and the
+shrinking batch) as `keras_transformer.generate`, so the SavedModel gives the
 strings that `Translator(..., method="beam")` gives with the same settings: the
 output limit is `min(longest source of the batch + max_length_offset, max_length)`.
 Tokenizing and detokenizing run in a plain `tf.function` (SentencePiece ops have
-no XLA kernels); the search runs in a nested `tf.function(jit_compile=True)`,
-compiled by XLA for each padded shape when the SavedModel is first called with it.
+no XLA kernels); the search runs in nested `tf.function(jit_compile=True)`s, one per
+output buffer, compiled by XLA for each padded shape when the SavedModel is first
+called with it. As in `generate`, the batch shrinks: a first search with a buffer just
+past the longest source stops once at most a quarter of the sentences run, and those
+are searched again in a smaller batch with the whole buffer.
 
 Input handling: invalid UTF-8 bytes are replaced by U+FFFD before tokenizing;
 sources are cut to `max_sequence_length - 1` pieces plus `END_ID`; an empty or
@@ -28,6 +31,7 @@ whitespace-only sentence gets an empty translation (`token_ids` `[END_ID, 0, ...
 score 0); an empty batch gives empty outputs.
 """
 
+import functools
 import json
 import os
 
@@ -35,11 +39,15 @@ import keras
 
 from keras_transformer.backend import require_tensorflow
 from keras_transformer.generation.beam_search import beam_search, check_beam_options
-from keras_transformer.generation.generate import check_max_length_offset
+from keras_transformer.generation.generate import check_max_length_offset, check_min_length
 from keras_transformer.generation.ngram_blocking import check_no_repeat_ngram_size
 from keras_transformer.generation.search_input import (
+    DEFAULT_MIN_LENGTH,
+    FIRST_SEARCH_SLACK,
+    LENGTH_BUCKET,
     MAX_LENGTH_OFFSET,
     longest_output,
+    max_or_zero,
     output_limit,
     pad_sources,
     search_buffer_length,
@@ -83,8 +91,9 @@ class _Translation:
 
     def __init__(self, model, tokenizer, beam_size, alpha, max_length, max_length_offset,
                  max_sequence_length, no_repeat_ngram_size, jit_compile, length_penalty="gnmt",
-                 banned_ids=(), force_end=False):
+                 banned_ids=(), force_end=False, min_length=DEFAULT_MIN_LENGTH):
         self.model = model
+        self.min_length = min_length
         self.length_penalty = length_penalty
         self.banned_ids = tuple(banned_ids)
         self.force_end = force_end
@@ -96,21 +105,59 @@ class _Translation:
         self.max_length_offset = max_length_offset
         self.max_sequence_length = max_sequence_length
         self.buffer_length = search_buffer_length(max_length, model)
-        self.search = tf.function(
-            self._search,
-            input_signature=[tf.TensorSpec([None, None], tf.int32, name="encoder_token_ids"),
-                             tf.TensorSpec([], tf.int32, name="max_steps")],
-            jit_compile=jit_compile, autograph=False,
-        )
+        # The first search's buffers: 16, 32, 64, ... below the whole one, then it.
+        self.buffers = [LENGTH_BUCKET * 2**i for i in range(8)
+                        if LENGTH_BUCKET * 2**i < self.buffer_length] + [self.buffer_length]
+        signature = [tf.TensorSpec([None, None], tf.int32, name="encoder_token_ids"),
+                     tf.TensorSpec([], tf.int32, name="max_steps"),
+                     tf.TensorSpec([], tf.int32, name="stop_when_running")]
+        self.searches = {
+            buffer: tf.function(functools.partial(self._search, buffer),
+                                input_signature=signature, jit_compile=jit_compile,
+                                autograph=False)
+            for buffer in self.buffers}
 
-    def _search(self, encoder_token_ids, max_steps):
-        step = DecoderStep(self.model, encoder_token_ids, self.buffer_length, self.beam_size,
+    def _search(self, buffer_length, encoder_token_ids, max_steps, stop_when_running):
+        step = DecoderStep(self.model, encoder_token_ids, buffer_length, self.beam_size,
                            banned_ids=self.banned_ids,
-                           end_at=max_steps if self.force_end else None)
-        return beam_search(step, tf.shape(encoder_token_ids)[0], self.buffer_length, max_steps,
-                           beam_size=self.beam_size, alpha=self.alpha,
-                           no_repeat_ngram_size=self.no_repeat_ngram_size,
-                           length_penalty=self.length_penalty)
+                           end_at=max_steps if self.force_end else None,
+                           min_length=self.min_length)
+        out = beam_search(step, tf.shape(encoder_token_ids)[0], buffer_length, max_steps,
+                          beam_size=self.beam_size, alpha=self.alpha,
+                          no_repeat_ngram_size=self.no_repeat_ngram_size,
+                          length_penalty=self.length_penalty,
+                          stop_when_running=stop_when_running)
+        done = out["done"] | (out["num_steps"] >= max_steps)
+        nbest_ids = tf.pad(out["nbest_token_ids"],
+                           [[0, 0], [0, 0], [0, self.buffer_length - buffer_length]])
+        return nbest_ids, out["nbest_scores"], done
+
+    def shrinking_search(self, ids, batch_size, limit):
+        """The n-best of padded sources `ids` `(B', S')`, as `generate`'s shrinking batch:
+        a first search with a short buffer stops once at most a quarter of the rows
+        run; those rows are then searched again, gathered into a smaller batch, with
+        the whole buffer. Rows are independent, so the tokens are those of one search.
+        """
+        rows = tf.shape(ids)[0]
+        longest = max_or_zero(source_lengths(ids))
+        wanted = tf.minimum(limit, longest + FIRST_SEARCH_SLACK)
+        # The smallest buffer that holds `wanted` tokens (the last is the whole one).
+        shorter = tf.reduce_sum(
+            tf.cast(tf.constant(self.buffers[:-1], tf.int32) < wanted, tf.int32))
+        nbest_ids, scores, done = tf.switch_case(shorter, [
+            functools.partial(self.searches[buffer], ids, limit, rows // 4)
+            for buffer in self.buffers])
+        done = done | (tf.range(rows) >= batch_size)  # filler rows need no second search
+        pending = tf.where(tf.logical_not(done))[:, 0]
+
+        def search_again():
+            again = pad_sources(tf.gather(ids, pending), self.model)
+            more_ids, more_scores, _ = self.searches[self.buffer_length](again, limit, 0)
+            count, rows_at = tf.size(pending), pending[:, None]
+            return (tf.tensor_scatter_nd_update(nbest_ids, rows_at, more_ids[:count]),
+                    tf.tensor_scatter_nd_update(scores, rows_at, more_scores[:count]))
+
+        return tf.cond(tf.size(pending) > 0, search_again, lambda: (nbest_ids, scores))
 
     def source_ids(self, text):
         """Source ids `(B, S)` (pieces then `END_ID`) and the mask of empty sources."""
@@ -124,10 +171,10 @@ class _Translation:
         ids, empty = self.source_ids(text)
         limit = output_limit(source_lengths(ids), self.max_length, self.model,
                              self.max_length_offset)
-        out = self.search(pad_sources(ids, self.model), limit)
         batch_size = tf.shape(ids)[0]
-        nbest_ids = out["nbest_token_ids"][:batch_size]
-        nbest_scores = out["nbest_scores"][:batch_size]
+        nbest_ids, nbest_scores = self.shrinking_search(pad_sources(ids, self.model),
+                                                        batch_size, limit)
+        nbest_ids, nbest_scores = nbest_ids[:batch_size], nbest_scores[:batch_size]
         # Empty sources: an empty translation, `[END_ID, PAD_ID, ...]`, score 0.
         only_end = tf.one_hot(0, tf.shape(nbest_ids)[2], on_value=END_ID, off_value=PAD_ID,
                               dtype=tf.int32)
@@ -163,6 +210,7 @@ def export_saved_model(
     max_sequence_length=None,
     max_length_offset=None,
     no_repeat_ngram_size=None,
+    min_length=None,
     jit_compile=True,
     verbose=False,
 ):
@@ -191,6 +239,8 @@ def export_saved_model(
         max_length_offset: int. The paper's `+ 50`. Defaults to `50`.
         no_repeat_ngram_size: int or `None`. Never repeat an n-gram of this size in an
             output (see `generate`). Defaults to `None` (off, as in the paper).
+        min_length: int >= 0. No output ends before this many tokens (see
+            `generate`). Defaults to the translator's, else `1`.
         jit_compile: bool. Compile the search with XLA. Defaults to `True`.
         verbose: bool. Print the endpoints. Defaults to `False`.
 
@@ -240,6 +290,9 @@ def export_saved_model(
         max_length_offset = saved.get("max_length_offset", MAX_LENGTH_OFFSET)
     if no_repeat_ngram_size is None:
         no_repeat_ngram_size = saved.get("no_repeat_ngram_size")
+    if min_length is None:
+        min_length = saved.get("min_length", DEFAULT_MIN_LENGTH)
+    check_min_length(min_length)
     length_penalty = saved.get("length_penalty", "gnmt")
     force_end = bool(saved.get("force_end", False))
     banned_ids = check_banned_ids(saved.get("banned_ids"), model.vocabulary_size)
@@ -260,7 +313,7 @@ def export_saved_model(
     translation = _Translation(model, tokenizer, beam_size, float(alpha), max_length,
                                max_length_offset, max_sequence_length,
                                no_repeat_ngram_size or None, jit_compile, length_penalty,
-                               banned_ids, force_end)
+                               banned_ids, force_end, int(min_length))
     metadata = json.dumps({
         "method": "beam",
         "beam_size": beam_size,
@@ -270,6 +323,7 @@ def export_saved_model(
         "force_end": force_end,
         "max_length": max_length,
         "max_length_offset": max_length_offset,
+        "min_length": int(min_length),
         "max_sequence_length": max_sequence_length,
         "no_repeat_ngram_size": no_repeat_ngram_size or None,
         "vocabulary_size": model.vocabulary_size,

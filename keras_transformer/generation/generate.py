@@ -23,6 +23,8 @@ from keras_transformer.generation.greedy import greedy_search
 from keras_transformer.generation.ngram_blocking import check_no_repeat_ngram_size
 from keras_transformer.generation.sampling import sample
 from keras_transformer.generation.search_input import (
+    DEFAULT_MIN_LENGTH,
+    FIRST_SEARCH_SLACK,
     HOST_OPS,
     MAX_LENGTH_OFFSET,
     longest_output,
@@ -57,6 +59,16 @@ def check_max_length_offset(max_length_offset):
         raise ValueError(
             "`max_length_offset` must be an int >= 0. "
             f"Received: max_length_offset={max_length_offset!r}"
+        )
+
+
+def check_min_length(min_length):
+    """Raise a `ValueError` naming the argument unless it is an int >= 0."""
+    if (isinstance(min_length, bool) or not isinstance(min_length, (int, np.integer))
+            or min_length < 0):
+        raise ValueError(
+            "`min_length` must be an int >= 0 (0 allows an empty output). "
+            f"Received: min_length={min_length!r}"
         )
 
 
@@ -100,12 +112,14 @@ def _search_function(model, method, buffer_length, options, jit_compile):
     search_options = dict(options)
     banned_ids = search_options.pop("banned_ids", ())
     force_end = search_options.pop("force_end", False)
+    min_length = search_options.pop("min_length", 0)
 
     def search(encoder_token_ids, max_steps, seed, stop_when_running):
         batch_size = encoder_token_ids.shape[0]
         num_beams = options["beam_size"] if method == "beam" else 1
         step = DecoderStep(model, encoder_token_ids, buffer_length, num_beams,
-                           banned_ids=banned_ids, end_at=max_steps if force_end else None)
+                           banned_ids=banned_ids, end_at=max_steps if force_end else None,
+                           min_length=min_length)
         if method == "beam":
             return beam_search(step, batch_size, buffer_length, max_steps, **search_options,
                                stop_when_running=stop_when_running)
@@ -168,11 +182,6 @@ def _no_gradients():
     return contextlib.nullcontext()
 
 
-# The first search of a shrinking batch stops this many tokens past its longest source
-# (rounded up to a buffer of 16s); the few sentences still running are searched again
-# with the whole buffer. A shorter buffer makes every step cheaper: the cache that beam
-# search reorders and that attention reads is as long as the buffer.
-FIRST_SEARCH_SLACK = 8
 _OVER_THE_BUFFER = ("token_ids", "nbest_token_ids", "log_probs")
 
 
@@ -226,6 +235,7 @@ def generate(
     length_penalty="gnmt",
     banned_ids=None,
     force_end=False,
+    min_length=DEFAULT_MIN_LENGTH,
     temperature=1.0,
     top_k=None,
     top_p=None,
@@ -258,6 +268,11 @@ def generate(
         force_end: bool. The last token a search may take is always `END_ID`
             (Hugging Face's `forced_eos_token_id`). Defaults to `False`: an output that
             reaches the limit ends without one.
+        min_length: int >= 0. Every method: the end token is never taken before this
+            many output tokens, so a non-empty source never gets an empty translation
+            (CTranslate2's `min_decoding_length` and fairseq's `--min-len`, both 1 by
+            default). Defaults to `1`; `0` lets the end token come first (Hugging
+            Face's default, which imported models keep).
         temperature: float > 0. Sampling: divide the logits by `temperature`.
             Defaults to `1.0`.
         top_k: int or `None`. Sampling: keep only the `top_k` most probable tokens.
@@ -298,6 +313,7 @@ def generate(
                      seed, length_penalty, force_end)
     banned_ids = check_banned_ids(banned_ids, model.vocabulary_size)
     check_max_length_offset(max_length_offset)
+    check_min_length(min_length)
     check_no_repeat_ngram_size(no_repeat_ngram_size)
     if not isinstance(shrink_batch, (bool, np.bool_)):
         raise ValueError(f"`shrink_batch` must be True or False. Received: {shrink_batch!r}")
@@ -331,6 +347,8 @@ def generate(
         options["banned_ids"] = banned_ids
     if force_end:
         options["force_end"] = True
+    if min_length:
+        options["min_length"] = int(min_length)
     if seed is None:
         seed = int(np.random.randint(0, 2**31 - 1))
     def search_for(buffer_length):

@@ -33,6 +33,15 @@ from keras_transformer.special_tokens import END_ID, PAD_ID
 LENGTH_BUCKET = 16
 # Section 6.1: "maximum output length to input length + 50".
 MAX_LENGTH_OFFSET = 50
+# The first search of a shrinking batch stops this many tokens past its longest source
+# (rounded up to a buffer of 16s); the few sentences still running are searched again
+# with the whole buffer. A shorter buffer makes every step cheaper: the cache that beam
+# search reorders and that attention reads is as long as the buffer.
+FIRST_SEARCH_SLACK = 8
+# No output ends before this many tokens: an empty translation of a non-empty source is
+# never what a user wants, even where a weak model's beam search ranks it first
+# (CTranslate2 and fairseq also default to 1).
+DEFAULT_MIN_LENGTH = 1
 
 
 # The NumPy functions of the `keras.ops` names used here, for `ops=HOST_OPS`.

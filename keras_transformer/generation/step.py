@@ -72,6 +72,9 @@ class DecoderStep:
         end_at: int, int32 scalar tensor or `None`. Force `END_ID` as the token of step
             `end_at - 1` (the last a search of `end_at` steps takes), as Hugging Face's
             `forced_eos_token_id` does. `None` (the default): no forced end.
+        min_length: int. `END_ID` is never taken in the first `min_length` steps, so
+            every output has at least that many tokens before its end (CTranslate2's
+            `min_decoding_length`, fairseq's `--min-len`). Defaults to `0`.
 
     Attributes:
         cache: the current cache, as `Transformer.init_cache` returns it.
@@ -86,10 +89,11 @@ class DecoderStep:
     """
 
     def __init__(self, model, encoder_token_ids, cache_length, num_beams=1, banned_ids=(),
-                 end_at=None):
+                 end_at=None, min_length=0):
         self.model = model
         self.banned_ids = tuple(banned_ids)
         self.end_at = end_at
+        self.min_length = min_length
         encoder_token_ids = ops.convert_to_tensor(encoder_token_ids, "int32")
         encoder_sequence = model.encode(encoder_token_ids, training=False)
         self.encoder_padding_mask = padding_mask(encoder_token_ids)
@@ -100,11 +104,12 @@ class DecoderStep:
     def __call__(self, token_ids, index, cache):
         """Feed `token_ids` `(B,)` at position `index`: -> (float32 log-probs `(B, V)`, cache)."""
         logits, cache = self.logits(token_ids, index, cache)
-        return ops.log_softmax(logits, axis=-1), cache
+        return self.hold_end(ops.log_softmax(logits, axis=-1), index), cache
 
     def logits(self, token_ids, index, cache):
         """As `__call__`, but `masked_logits` `(B, V)`: the log-probabilities plus a
-        per-row constant (beam search ranks them within a row before normalizing)."""
+        per-row constant (beam search ranks them within a row before normalizing),
+        without `hold_end`."""
         logits, cache = self.model.decode_step(
             ops.expand_dims(token_ids, 1), index, cache, self.encoder_padding_mask
         )
@@ -113,6 +118,20 @@ class DecoderStep:
             only_end = ops.where(ops.arange(ops.shape(logits)[-1]) == END_ID, 0.0, LOWEST_SCORE)
             logits = ops.where(index + 1 >= self.end_at, only_end[None], logits)
         return logits, cache
+
+    def hold_end(self, values, index):
+        """`values` `(B, V)` (log-probabilities or `logits`) with `END_ID` at
+        `LOWEST_SCORE` while `index < min_length`, unless the end is forced there.
+
+        Applied after normalizing, as fairseq does: the other tokens keep the model's
+        log-probabilities, so scores stay `log P(Y | X)`."""
+        if not self.min_length:
+            return values
+        hold = index < self.min_length
+        if self.end_at is not None:
+            hold = ops.logical_and(hold, index + 1 < self.end_at)
+        is_end = ops.arange(ops.shape(values)[-1]) == END_ID
+        return ops.where(ops.logical_and(is_end, hold)[None], LOWEST_SCORE, values)
 
     @staticmethod
     def reorder(cache, rows):

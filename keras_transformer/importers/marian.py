@@ -202,7 +202,8 @@ def model_options(config):
 def generation_defaults(snapshot_dir, config, tokenizer):
     """The snapshot's generation settings as `generate` options (our ids, our lengths).
 
-    Hugging Face's `max_length` counts the decoder's start token, ours does not; its
+    Hugging Face's `max_length` and `min_length` count the decoder's start token, ours
+    do not; its
     `length_penalty` is our `alpha` under the `"average"` rule. Single-token
     `bad_words_ids` become `banned_ids` (padding and start are banned anyway).
     """
@@ -231,6 +232,8 @@ def generation_defaults(snapshot_dir, config, tokenizer):
         "max_length_offset": max(max_length - 1, 1),
         "force_end": forced_eos is not None and forced_eos == eos,
         "banned_ids": sorted(banned),
+        # Hugging Face's `min_length` (0 by default) counts the start token, ours does not.
+        "min_length": max(int(settings.get("min_length") or 0) - 1, 0),
     }
     if settings.get("no_repeat_ngram_size"):
         defaults["no_repeat_ngram_size"] = int(settings["no_repeat_ngram_size"])

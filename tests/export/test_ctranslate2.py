@@ -25,10 +25,10 @@ pytestmark = pytest.mark.slow
 
 # CTranslate2's options that decode as `generate(..., alpha=0.0, max_length=MAX_LENGTH)`:
 # no length penalty (CTranslate2 divides by length ** alpha, we by ((5 + length) / 6) **
-# alpha), the end token allowed from the first step (CTranslate2's default minimum is
-# 1), and padding and the start token never generated (our `log_probs_of` masks them
-# before the softmax; CTranslate2 suppresses them before its softmax too).
-CT2_OPTIONS = dict(length_penalty=0.0, max_decoding_length=MAX_LENGTH, min_decoding_length=0,
+# alpha), the end token never first (both minimums are 1: no empty output), and padding
+# and the start token never generated (our `log_probs_of` masks them before the softmax;
+# CTranslate2 suppresses them before its softmax too).
+CT2_OPTIONS = dict(length_penalty=0.0, max_decoding_length=MAX_LENGTH, min_decoding_length=1,
                    suppress_sequences=[["<pad>"], ["<s>"]], return_scores=True,
                    return_end_token=True)
 
@@ -88,7 +88,7 @@ def test_export_folder_and_strings(model_dir, ct2_dir):
     pieces = [[tokenizer.id_to_piece(i) for i in ids[:-1]]
               for ids in translator.tokenize(SENTENCES[:4])]
     results = _ct2_translator(ct2_dir).translate_batch(
-        pieces, beam_size=1, max_decoding_length=MAX_LENGTH, min_decoding_length=0,
+        pieces, beam_size=1, max_decoding_length=MAX_LENGTH, min_decoding_length=1,
         suppress_sequences=[["<pad>"], ["<s>"]])
     their_strings = [tokenizer._processor.decode_pieces(r.hypotheses[0]) for r in results]
     assert their_strings == translator.translate(SENTENCES[:4])
@@ -237,6 +237,9 @@ def test_cli_bad_quantization_and_saved_model_only_options(model_dir, tmp_path, 
     assert main(["export", "--model", model_dir, "--output", str(tmp_path / "b"),
                  "--quantization", "int8"]) == 2
     assert "applies to `--format ctranslate2` only" in capsys.readouterr().err
+    assert main(["export", "--format", "ctranslate2", "--model", model_dir, "--output",
+                 str(tmp_path / "c"), "--min-length", "1"]) == 2
+    assert "min_decoding_length" in capsys.readouterr().err
 
 
 # --- the benchmark ------------------------------------------------------------------------------

@@ -197,3 +197,45 @@ def test_rejects_a_bad_beam_size(translator, tmp_path):
 def test_rejects_a_negative_alpha(translator, tmp_path):
     with pytest.raises(ValueError, match="alpha"):
         export_saved_model(translator, str(tmp_path / "1"), alpha=-1.0)
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_shrinking_search_gives_generate_tokens_over_both_searches(beam_size):
+    """The export's in-graph shrinking batch: a first search with a 16-token buffer, then
+    the rows still running in a smaller batch with the whole buffer, gives the n-best
+    of one whole-batch `generate`; the test's outputs end both before and after 16."""
+    import keras
+    import numpy as np
+
+    import keras_transformer as kt
+    from keras_transformer.export.saved_model import _Translation
+    from keras_transformer.generation import generate
+    from keras_transformer.generation.search_input import pad_sources
+    from keras_transformer.special_tokens import END_ID
+
+    keras.utils.set_random_seed(5)
+    model = kt.build_transformer("tiny", vocabulary_size=40, dropout=0.0, num_layers=1,
+                                 output_bias=True)
+    bias = np.zeros(40, "float32")
+    bias[END_ID] = 1.5  # some outputs end early, others run to the limit
+    model.get_layer("token_embedding").logits_bias.assign(bias)
+    rng = np.random.default_rng(0)
+    ids = np.zeros((6, 7), "int32")
+    for row in range(6):
+        length = int(rng.integers(1, 7))
+        ids[row, :length] = rng.integers(4, 40, length)
+        ids[row, length] = END_ID
+    limit = 40
+    translation = _Translation(model, None, beam_size, 0.6, limit, limit, 64, None,
+                               jit_compile=False)
+    assert translation.buffers == [16, 32, 48]
+    nbest_ids, nbest_scores = tf.function(translation.shrinking_search, autograph=False)(
+        pad_sources(tf.constant(ids), model), tf.constant(6), tf.constant(limit))
+    expected = generate(model, ids, "beam", beam_size=beam_size, max_length=limit,
+                        max_length_offset=limit, shrink_batch=False)
+    ours = nbest_ids.numpy()[:6, :, :expected["nbest_token_ids"].shape[2]]
+    np.testing.assert_array_equal(ours, expected["nbest_token_ids"])
+    np.testing.assert_allclose(nbest_scores.numpy()[:6], expected["nbest_scores"], atol=1e-5)
+    best = expected["token_ids"]
+    ends = [int(np.argmax(row == END_ID)) if (row == END_ID).any() else limit for row in best]
+    assert min(ends) < 16 < max(ends), ends  # both searches ran

@@ -27,7 +27,7 @@ def test_compiled_function_is_reused_across_batches(random_model, source_ids):
     # One search per batch here (no smaller second batch), so each bucket traces once.
     generate(random_model, source_ids, max_length=9, shrink_batch=False)  # 3 -> 4 rows
     functions = dict(_compiled[random_model])
-    search = functions[("greedy", 16, (), True)]
+    search = functions[("greedy", 16, (("min_length", 1),), True)]
     count = tracing_count(search)
     assert count >= 1 or keras.backend.backend() == "torch"
     generate(random_model, source_ids[::-1, :5].copy(), max_length=12,
