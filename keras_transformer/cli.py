@@ -205,6 +205,8 @@ def _add_decoding_options(parser):
     group.add_argument("--min-length", type=int, default=None, metavar="N",
                        help="no output ends before N tokens (default: 1, so no empty "
                             "translation; 0 for an imported model)")
+    group.add_argument("--quantization", default=None, choices=["int8"],
+                       help="decode with int8 weights (default: the model's float weights)")
     parser.add_argument("--batch-size", type=int, default=32)
 
 
@@ -236,7 +238,8 @@ def _run_evaluate(args):
     from keras_transformer.evaluation import evaluate_translator
     from keras_transformer.generation import Translator
 
-    translator = Translator.from_directory(args.model, batch_size=args.batch_size)
+    translator = Translator.from_directory(args.model, batch_size=args.batch_size,
+                                           quantization=args.quantization)
     pairs = load_tsv(os.path.join(args.data, f"{args.split}.tsv"))[: args.limit]
     result = evaluate_translator(translator, pairs, method=args.method, **_decoding_kwargs(args))
     with open(os.path.join(args.model, f"eval-{args.split}.json"), "w",
@@ -262,7 +265,8 @@ def _run_translate(args):
     from keras_transformer.generation import Translator
     from keras_transformer.generation.translator import read_lines
 
-    translator = Translator.from_directory(args.model, batch_size=args.batch_size)
+    translator = Translator.from_directory(args.model, batch_size=args.batch_size,
+                                           quantization=args.quantization)
     if args.input is None:
         lines = read_lines(getattr(sys.stdin, "buffer", sys.stdin), "<stdin>")
     else:
@@ -333,8 +337,8 @@ def _add_export(subparsers):
                              "imported model's 0); CTranslate2 takes min_decoding_length at "
                              "run time")
     parser.add_argument("--quantization", default=None, metavar="TYPE",
-                        help="ctranslate2: weight type, e.g. int8, int8_float32, float16 "
-                             "(default: float32)")
+                        help="ctranslate2: weight type, e.g. int8, int8_float32, float16; "
+                             "saved_model: int8 (default: float32)")
     parser.add_argument("--force", action="store_true",
                         help="ctranslate2: replace EXPORT_DIR if it is not empty")
     parser.set_defaults(run=_run_export)
@@ -358,13 +362,16 @@ def _run_export(args):
         print(json.dumps({"export": path, "format": "ctranslate2",
                           "quantization": args.quantization or "float32"}))
         return
-    for name, value in (("--quantization", args.quantization), ("--force", args.force)):
-        if value:
-            raise ValueError(f"`{name}` applies to `--format ctranslate2` only.")
+    if args.force:
+        raise ValueError("`--force` applies to `--format ctranslate2` only.")
+    if args.quantization not in (None, "int8"):
+        raise ValueError("`--quantization` of a SavedModel must be int8. Received: "
+                         f"{args.quantization}")
     from keras_transformer.export import export_saved_model
 
     options = {name: getattr(args, name) for name in ("beam_size", "alpha", "max_length",
-                                                      "no_repeat_ngram_size", "min_length")
+                                                      "no_repeat_ngram_size", "min_length",
+                                                      "quantization")
                if getattr(args, name) is not None}
     path = export_saved_model(args.model, args.output, **options)
     print(json.dumps({"export": path, **options}))

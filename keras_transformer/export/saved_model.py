@@ -54,8 +54,9 @@ from keras_transformer.generation.search_input import (
     source_lengths,
 )
 from keras_transformer.generation.step import DecoderStep, check_banned_ids
+from keras_transformer.layers.embedding import QUANTIZATIONS
 from keras_transformer.special_tokens import END_ID, PAD_ID, with_end
-from keras_transformer.validation import check_positive_int
+from keras_transformer.validation import check_choice, check_positive_int
 from keras_transformer.version import __version__
 
 tf = require_tensorflow("SavedModel export")
@@ -211,6 +212,7 @@ def export_saved_model(
     max_length_offset=None,
     no_repeat_ngram_size=None,
     min_length=None,
+    quantization=None,
     jit_compile=True,
     verbose=False,
 ):
@@ -241,6 +243,8 @@ def export_saved_model(
             output (see `generate`). Defaults to `None` (off, as in the paper).
         min_length: int >= 0. No output ends before this many tokens (see
             `generate`). Defaults to the translator's, else `1`.
+        quantization: `None` or `"int8"`: export the model with int8 weights
+            (`Transformer.quantize`). Defaults to the translator's model as it is.
         jit_compile: bool. Compile the search with XLA. Defaults to `True`.
         verbose: bool. Print the endpoints. Defaults to `False`.
 
@@ -281,6 +285,12 @@ def export_saved_model(
         )
     translator = _load(translator_or_model_dir)
     model, tokenizer = translator.model, translator.tokenizer
+    if quantization is not None:
+        from keras_transformer.generation.translator import quantized_copy
+
+        check_choice("quantization", quantization, QUANTIZATIONS)
+        if getattr(model, "quantization", None) != quantization:
+            model = quantized_copy(model, quantization)
     translator_max_sequence_length = translator.max_sequence_length
     saved = translator.generate_options
     beam_size = saved.get("beam_size", 4) if beam_size is None else beam_size
@@ -326,6 +336,7 @@ def export_saved_model(
         "min_length": int(min_length),
         "max_sequence_length": max_sequence_length,
         "no_repeat_ngram_size": no_repeat_ngram_size or None,
+        "quantization": getattr(model, "quantization", None),
         "vocabulary_size": model.vocabulary_size,
         "jit_compile": bool(jit_compile),
         "signatures": list(SIGNATURES),

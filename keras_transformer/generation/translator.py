@@ -10,6 +10,7 @@ import numpy as np
 
 from keras_transformer.folders import CONFIG_FILE, MODEL_FILE, check_model_folder
 from keras_transformer.generation.generate import METHODS, generate
+from keras_transformer.layers.embedding import QUANTIZATIONS
 from keras_transformer.special_tokens import PAD_ID, START_ID, with_end
 from keras_transformer.validation import check_choice, check_positive_int
 
@@ -30,6 +31,9 @@ class Translator:
         batch_size: int. Sentences per batch. Defaults to `32`.
         max_sequence_length: int or `None`. Sources are cut to this many ids, end
             token included (e.g. the training limit).
+        quantization: `None` (the default) or `"int8"`: decode with a copy of the
+            model whose token embeddings and output projection are int8
+            (`Transformer.quantize`); `model` itself is left as it is.
         **generate_options: defaults for `generate` (`beam_size`, `alpha`, `max_length`,
             `temperature`, `top_k`, `top_p`, `seed`, `no_repeat_ngram_size`, `jit_compile`).
 
@@ -51,11 +55,15 @@ class Translator:
     """
 
     def __init__(self, model, tokenizer, method="beam", batch_size=32, max_sequence_length=None,
-                 **generate_options):
+                 quantization=None, **generate_options):
         check_choice("method", method, METHODS)
         check_positive_int("batch_size", batch_size)
         if max_sequence_length is not None:
             check_positive_int("max_sequence_length", max_sequence_length)
+        if quantization is not None:
+            check_choice("quantization", quantization, QUANTIZATIONS)
+            if getattr(model, "quantization", None) != quantization:
+                model = quantized_copy(model, quantization)
         self.model = model
         self.tokenizer = tokenizer
         self.method = method
@@ -211,6 +219,25 @@ class Translator:
         for name, maps in weights.items():
             result[name] = [keras.ops.convert_to_numpy(w)[0] for w in maps]
         return result
+
+
+# What `quantization="int8"` quantizes: the token embeddings, that is the tied output
+# projection, the largest product of a decoding step. Keras's int8 `Dense`, which
+# quantizes its input at every call, made greedy decoding slower on the demo model (0.75x
+# float32, batch 1, AVX2) and beam search at batch 32 only 1.09x faster
+# (docs/guides/performance.md); `model.quantize("int8")` quantizes every layer.
+DECODING_QUANTIZATION_FILTERS = "token_embedding"
+
+
+def quantized_copy(model, mode="int8", filters=DECODING_QUANTIZATION_FILTERS):
+    """A copy of a `Transformer` with its weights quantized (`Transformer.quantize`)."""
+    if getattr(model, "quantization", None) is not None:
+        raise ValueError(f"The model is already quantized ({model.quantization}); pass "
+                         f"quantization={model.quantization!r} or None.")
+    copy = type(model).from_config(model.get_config())
+    copy.set_weights(model.get_weights())
+    copy.quantize(mode, filters=filters)
+    return copy
 
 
 def read_lines(binary_file, name="<stdin>", warn=True):

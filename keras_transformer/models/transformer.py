@@ -1,5 +1,7 @@
 """The encoder-decoder Transformer as a functional Keras model."""
 
+import warnings
+
 import keras
 from keras import ops
 
@@ -60,6 +62,9 @@ class Transformer(keras.Model):
             Defaults to `False` (the paper).
         position_layout: `"interleaved"` (the paper's formula, the default) or
             `"halves"` (sines then cosines, Marian). Sinusoidal positions only.
+        quantization: `None` (the default) or `"int8"`: a model saved after
+            `quantize` (see `Transformer.quantize`), rebuilt quantized.
+        quantization_filters: the `filters` of that `quantize` call.
 
     Options beyond the paper exist for imported models (`keras_transformer.importers`):
     `activation="silu"`, `layer_norm_epsilon=1e-5` and the three above.
@@ -90,6 +95,8 @@ class Transformer(keras.Model):
         source_vocabulary_size=None,
         output_bias=False,
         position_layout="interleaved",
+        quantization=None,
+        quantization_filters=None,
         dtype=None,
         **kwargs,
     ):
@@ -203,6 +210,41 @@ class Transformer(keras.Model):
         self.source_vocabulary_size = source_vocabulary_size
         self.output_bias = output_bias
         self.position_layout = position_layout
+        self.quantization = self.quantization_filters = None
+        if quantization is not None:  # the variables the saved file holds
+            self.quantize(quantization, filters=quantization_filters)
+
+    def quantize(self, mode=None, config=None, filters=None, **kwargs):
+        """Quantize the weights for decoding: `mode="int8"` only.
+
+        Keras's `Model.quantize` turns every `Dense` and `EinsumDense` (attention and
+        feed-forward projections) to int8 weights with per-channel scales and per-token
+        int8 inputs; `TokenEmbedding.quantize` does the same for the tied embedding and
+        output projection, the largest product of a decoding step. `filters` picks
+        layers as in Keras by a regex or a list of them (e.g. `filters="token_embedding"`
+        for the embedding and output projection only). The quantized model decodes,
+        exports and saves (`.keras` keeps `quantization`); it does not train.
+
+        Example:
+        >>> model = Transformer(vocabulary_size=50, num_layers=1, hidden_dim=16,
+        ...                     intermediate_dim=32, num_heads=2)
+        >>> model.quantize("int8")
+        >>> model.token_embedding.quantized_kernel.dtype
+        'int8'
+        """
+        if mode != "int8":
+            raise ValueError(f"`mode` must be 'int8'. Received: mode={mode!r}")
+        if self.quantization is not None:
+            raise ValueError(f"The model is already quantized ({self.quantization}).")
+        if not (filters is None or isinstance(filters, str) or (
+                isinstance(filters, (list, tuple)) and all(isinstance(f, str) for f in filters))):
+            raise ValueError("`filters` must be a regex string or a list of them (saved with "
+                             f"the model). Received: filters={filters!r}")
+        with warnings.catch_warnings():  # layers without int8 (norms, dropout) are skipped
+            warnings.simplefilter("ignore")
+            super().quantize(mode, config=config, filters=filters, **kwargs)
+        self.quantization = mode
+        self.quantization_filters = list(filters) if isinstance(filters, tuple) else filters
 
     # --- the three stages every use shares -------------------------------------
 
@@ -348,6 +390,8 @@ class Transformer(keras.Model):
             "source_vocabulary_size": self.source_vocabulary_size,
             "output_bias": self.output_bias,
             "position_layout": self.position_layout,
+            **({"quantization": self.quantization,
+                "quantization_filters": self.quantization_filters} if self.quantization else {}),
         }
 
     @classmethod

@@ -235,7 +235,10 @@ def test_cli_bad_quantization_and_saved_model_only_options(model_dir, tmp_path, 
                  str(tmp_path / "a"), "--quantization", "int3"]) == 2
     assert "`quantization` must be one of" in capsys.readouterr().err
     assert main(["export", "--model", model_dir, "--output", str(tmp_path / "b"),
-                 "--quantization", "int8"]) == 2
+                 "--quantization", "int8_float32"]) == 2
+    assert "`--quantization` of a SavedModel must be int8" in capsys.readouterr().err
+    assert main(["export", "--model", model_dir, "--output", str(tmp_path / "b"),
+                 "--force"]) == 2
     assert "applies to `--format ctranslate2` only" in capsys.readouterr().err
     assert main(["export", "--format", "ctranslate2", "--model", model_dir, "--output",
                  str(tmp_path / "c"), "--min-length", "1"]) == 2

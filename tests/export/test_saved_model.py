@@ -239,3 +239,18 @@ def test_shrinking_search_gives_generate_tokens_over_both_searches(beam_size):
     best = expected["token_ids"]
     ends = [int(np.argmax(row == END_ID)) if (row == END_ID).any() else limit for row in best]
     assert min(ends) < 16 < max(ends), ends  # both searches ran
+
+
+@pytest.mark.slow
+def test_int8_export_gives_the_int8_translator_strings(model_dir, tmp_path):
+    from keras_transformer.generation import Translator
+
+    translator = Translator.from_directory(model_dir, method="beam", beam_size=BEAM_SIZE,
+                                           max_length=MAX_LENGTH, quantization="int8")
+    path = export_saved_model(model_dir, str(tmp_path / "1"), beam_size=BEAM_SIZE,
+                              max_length=MAX_LENGTH, quantization="int8")
+    loaded = tf.saved_model.load(path)
+    metadata = json.loads(loaded.signatures["metadata"]()["metadata"].numpy())
+    assert metadata["quantization"] == "int8"
+    got = [t.decode("utf-8") for t in serve(loaded, BATCH)["translation"].numpy()]
+    assert got == translator.translate(BATCH)
