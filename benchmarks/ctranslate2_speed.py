@@ -118,12 +118,12 @@ def saved_model_runner(translator, beam_size, max_length, path):
 def ctranslate2_runner(path, tokenizer, beam_size, max_length, max_sequence_length, threads):
     import ctranslate2
 
-    from keras_transformer.generation.search_input import MAX_LENGTH_OFFSET
+    from keras_transformer.generation.search_input import DEFAULT_MIN_LENGTH, MAX_LENGTH_OFFSET
 
     translator = ctranslate2.Translator(path, device="cpu", inter_threads=1,
                                         intra_threads=threads)
     processor = tokenizer._processor
-    options = dict(beam_size=beam_size, length_penalty=0.0, min_decoding_length=0,
+    options = dict(beam_size=beam_size, length_penalty=0.0, min_decoding_length=DEFAULT_MIN_LENGTH,
                    max_input_length=0, suppress_sequences=[["<pad>"], ["<s>"]])
 
     def translate(sentences):
