@@ -165,7 +165,6 @@ def beam_search(step, batch_size, buffer_length, max_steps, beam_size=4, alpha=0
         inputs = ops.reshape(ops.take(state.live_tokens, index, axis=2), (-1,))
         logits, cache = step.logits(inputs, index, state.cache)  # (B * K, V)
         normalizer = ops.logsumexp(logits, axis=-1, keepdims=True)  # log-probs = logits - it
-        logits = step.hold_end(logits, index)
         logits = block_repeated_ngrams(
             logits, ops.reshape(state.live_tokens, (batch_size * k, width)), index,
             no_repeat_ngram_size)

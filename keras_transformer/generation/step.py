@@ -104,34 +104,25 @@ class DecoderStep:
     def __call__(self, token_ids, index, cache):
         """Feed `token_ids` `(B,)` at position `index`: -> (float32 log-probs `(B, V)`, cache)."""
         logits, cache = self.logits(token_ids, index, cache)
-        return self.hold_end(ops.log_softmax(logits, axis=-1), index), cache
+        return ops.log_softmax(logits, axis=-1), cache
 
     def logits(self, token_ids, index, cache):
         """As `__call__`, but `masked_logits` `(B, V)`: the log-probabilities plus a
-        per-row constant (beam search ranks them within a row before normalizing),
-        without `hold_end`."""
+        per-row constant (beam search ranks them within a row before normalizing)."""
         logits, cache = self.model.decode_step(
             ops.expand_dims(token_ids, 1), index, cache, self.encoder_padding_mask
         )
         logits = masked_logits(logits[:, 0, :], self.banned_ids)
-        if self.end_at is not None:
-            only_end = ops.where(ops.arange(ops.shape(logits)[-1]) == END_ID, 0.0, LOWEST_SCORE)
+        is_end = ops.arange(ops.shape(logits)[-1]) == END_ID
+        if self.min_length:
+            # Masked before the softmax, as CTranslate2 does (and as padding and the
+            # banned ids are): the other tokens share the end token's probability.
+            logits = ops.where(ops.logical_and(is_end, index < self.min_length)[None],
+                               LOWEST_SCORE, logits)
+        if self.end_at is not None:  # the limit wins over the minimum
+            only_end = ops.where(is_end, 0.0, LOWEST_SCORE)
             logits = ops.where(index + 1 >= self.end_at, only_end[None], logits)
         return logits, cache
-
-    def hold_end(self, values, index):
-        """`values` `(B, V)` (log-probabilities or `logits`) with `END_ID` at
-        `LOWEST_SCORE` while `index < min_length`, unless the end is forced there.
-
-        Applied after normalizing, as fairseq does: the other tokens keep the model's
-        log-probabilities, so scores stay `log P(Y | X)`."""
-        if not self.min_length:
-            return values
-        hold = index < self.min_length
-        if self.end_at is not None:
-            hold = ops.logical_and(hold, index + 1 < self.end_at)
-        is_end = ops.arange(ops.shape(values)[-1]) == END_ID
-        return ops.where(ops.logical_and(is_end, hold)[None], LOWEST_SCORE, values)
 
     @staticmethod
     def reorder(cache, rows):

@@ -199,8 +199,8 @@ def test_rejects_a_negative_alpha(translator, tmp_path):
         export_saved_model(translator, str(tmp_path / "1"), alpha=-1.0)
 
 
-@pytest.mark.parametrize("beam_size", [1, 3])
-def test_shrinking_search_gives_generate_tokens_over_both_searches(beam_size):
+@pytest.mark.parametrize("beam_size, end_bias", [(1, 3.0), (3, 1.5)])
+def test_shrinking_search_gives_generate_tokens_over_both_searches(beam_size, end_bias):
     """The export's in-graph shrinking batch: a first search with a 16-token buffer, then
     the rows still running in a smaller batch with the whole buffer, gives the n-best
     of one whole-batch `generate`; the test's outputs end both before and after 16."""
@@ -217,7 +217,7 @@ def test_shrinking_search_gives_generate_tokens_over_both_searches(beam_size):
     model = kt.build_transformer("tiny", vocabulary_size=40, dropout=0.0, num_layers=1,
                                  output_bias=True)
     bias = np.zeros(40, "float32")
-    bias[END_ID] = 1.5  # some outputs end early, others run to the limit
+    bias[END_ID] = end_bias  # some outputs end early, others run to the limit
     model.get_layer("token_embedding").logits_bias.assign(bias)
     rng = np.random.default_rng(0)
     ids = np.zeros((6, 7), "int32")

@@ -57,12 +57,25 @@ def test_the_default_is_one(end_first_model):
 
 
 @pytest.mark.parametrize("method", ["greedy", "beam"])
-def test_scores_are_the_models_log_probs(end_first_model, reference, method):
-    """The end token is held back after the softmax (as fairseq does), not renormalized
-    away: a score is still the sum of the model's own log-probabilities."""
-    out = generate(end_first_model, SOURCES, method, max_length=8, min_length=2, alpha=0.0,
-                   jit_compile=False)
-    expected = reference.log_prob(end_first_model, SOURCES, out["token_ids"])
+def test_scores_mask_the_end_before_the_softmax(end_first_model, method):
+    """While held back, the end token's logit is masked before the softmax (as
+    CTranslate2 does): by hand, each score is the sum of the teacher-forced
+    log-probabilities with the end token out of the first `min_length` softmaxes."""
+    from keras_transformer.generation.step import masked_logits
+    from keras_transformer.special_tokens import START_ID
+
+    min_length = 2
+    out = generate(end_first_model, SOURCES, method, max_length=8, min_length=min_length,
+                   alpha=0.0, jit_compile=False)
+    tokens = out["token_ids"]
+    decoder = np.concatenate([np.full((len(tokens), 1), START_ID, "int32"), tokens[:, :-1]], 1)
+    logits = np.array(keras.ops.convert_to_numpy(masked_logits(end_first_model(
+        {"encoder_token_ids": SOURCES, "decoder_token_ids": decoder}))), "float64")
+    logits[:, :min_length, END_ID] = -np.inf
+    log_probs = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(
+        -1, keepdims=True)) - logits.max(-1, keepdims=True)
+    picked = np.take_along_axis(log_probs, tokens[..., None], axis=-1)[..., 0]
+    expected = np.where(tokens != PAD_ID, picked, 0.0).sum(-1)
     np.testing.assert_allclose(out["scores"], expected, atol=1e-4)
 
 
