@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 import keras_transformer as kt
-from keras_transformer.generation.step import log_probs_of
+from keras_transformer.generation.search_input import DEFAULT_MIN_LENGTH
+from keras_transformer.generation.step import masked_logits
 from keras_transformer.layers.masking import padding_mask
 from keras_transformer.special_tokens import END_ID, PAD_ID, START_ID
 
@@ -60,7 +61,19 @@ def repeating_tokens(output, size):
     return {ngram[-1] for ngram in seen if ngram[:-1] == prefix}
 
 
-def uncached_greedy(model, encoder_token_ids, max_length, no_repeat_ngram_size=None):
+def reference_log_probs(logits, first_position=0, min_length=DEFAULT_MIN_LENGTH):
+    """Float64 log-probabilities of `logits` `(B, T, V)` whose position `t` is output
+    position `first_position + t`: padding and start masked, and the end token too at
+    output positions below `min_length` (all before the softmax, NumPy only)."""
+    logits = np.array(keras.ops.convert_to_numpy(masked_logits(logits)), "float64")
+    positions = first_position + np.arange(logits.shape[1])
+    logits[:, positions < min_length, END_ID] = -np.inf
+    top = logits.max(-1, keepdims=True)
+    return logits - top - np.log(np.exp(logits - top).sum(-1, keepdims=True))
+
+
+def uncached_greedy(model, encoder_token_ids, max_length, no_repeat_ngram_size=None,
+                    min_length=DEFAULT_MIN_LENGTH):
     """Greedy decoding the slow way: a full decoder pass over the prefix at every step
     (with n-gram blocking by `repeating_tokens`, start token included)."""
     encoder_sequence = model.encode(encoder_token_ids)
@@ -69,9 +82,9 @@ def uncached_greedy(model, encoder_token_ids, max_length, no_repeat_ngram_size=N
     tokens = np.full((batch_size, 1), START_ID, "int32")
     finished = np.zeros(batch_size, bool)
     log_probs = []
-    for _ in range(max_length):
-        logits = model.decode(tokens, encoder_sequence, mask)[:, -1]
-        step_log_probs = keras.ops.convert_to_numpy(log_probs_of(logits))
+    for position in range(max_length):
+        logits = model.decode(tokens, encoder_sequence, mask)[:, -1:]
+        step_log_probs = reference_log_probs(logits, position, min_length)[:, 0]
         if no_repeat_ngram_size:
             for row in range(batch_size):
                 for token in repeating_tokens(list(tokens[row]), no_repeat_ngram_size):
@@ -86,12 +99,12 @@ def uncached_greedy(model, encoder_token_ids, max_length, no_repeat_ngram_size=N
     return tokens[:, 1:], np.stack(log_probs, axis=1)
 
 
-def sequence_log_prob(model, encoder_token_ids, output_ids):
+def sequence_log_prob(model, encoder_token_ids, output_ids, min_length=DEFAULT_MIN_LENGTH):
     """Summed log-probability of each output `(B, L)` (teacher forcing, stops at PAD)."""
     decoder = np.concatenate(
         [np.full((len(output_ids), 1), START_ID, "int32"), output_ids[:, :-1]], axis=1)
     logits = model({"encoder_token_ids": encoder_token_ids, "decoder_token_ids": decoder})
-    log_probs = keras.ops.convert_to_numpy(log_probs_of(logits))
+    log_probs = reference_log_probs(logits, 0, min_length)
     picked = np.take_along_axis(log_probs, output_ids[..., None], axis=-1)[..., 0]
     return np.where(output_ids != PAD_ID, picked, 0.0).sum(-1)
 
