@@ -54,9 +54,8 @@ from keras_transformer.generation.search_input import (
     source_lengths,
 )
 from keras_transformer.generation.step import DecoderStep, check_banned_ids
-from keras_transformer.layers.embedding import QUANTIZATIONS
 from keras_transformer.special_tokens import END_ID, PAD_ID, with_end
-from keras_transformer.validation import check_choice, check_positive_int
+from keras_transformer.validation import check_positive_int
 from keras_transformer.version import __version__
 
 tf = require_tensorflow("SavedModel export")
@@ -288,9 +287,7 @@ def export_saved_model(
     if quantization is not None:
         from keras_transformer.generation.translator import quantized_copy
 
-        check_choice("quantization", quantization, QUANTIZATIONS)
-        if getattr(model, "quantization", None) != quantization:
-            model = quantized_copy(model, quantization)
+        model = quantized_copy(model, quantization)
     translator_max_sequence_length = translator.max_sequence_length
     saved = translator.generate_options
     beam_size = saved.get("beam_size", 4) if beam_size is None else beam_size

@@ -61,9 +61,7 @@ class Translator:
         if max_sequence_length is not None:
             check_positive_int("max_sequence_length", max_sequence_length)
         if quantization is not None:
-            check_choice("quantization", quantization, QUANTIZATIONS)
-            if getattr(model, "quantization", None) != quantization:
-                model = quantized_copy(model, quantization)
+            model = quantized_copy(model, quantization)
         self.model = model
         self.tokenizer = tokenizer
         self.method = method
@@ -230,10 +228,11 @@ DECODING_QUANTIZATION_FILTERS = "token_embedding"
 
 
 def quantized_copy(model, mode="int8", filters=DECODING_QUANTIZATION_FILTERS):
-    """A copy of a `Transformer` with its weights quantized (`Transformer.quantize`)."""
-    if getattr(model, "quantization", None) is not None:
-        raise ValueError(f"The model is already quantized ({model.quantization}); pass "
-                         f"quantization={model.quantization!r} or None.")
+    """A copy of a `Transformer` with its weights quantized (`Transformer.quantize`), or
+    `model` itself when it already is; a `ValueError` names an unknown `mode`."""
+    check_choice("quantization", mode, QUANTIZATIONS)
+    if getattr(model, "quantization", None) == mode:
+        return model
     copy = type(model).from_config(model.get_config())
     copy.set_weights(model.get_weights())
     copy.quantize(mode, filters=filters)
