@@ -13,11 +13,13 @@ TensorFlow-specific). It holds three signatures:
   fixed at export time) and `tokenizer_model` (the SentencePiece model's bytes; empty
   for an imported OPUS-MT model, whose two models and vocabulary are in the graph).
 
-Decoding is beam search (Section 6.1) with the same cached decoder step and the
-same search-input policy (`generation/search_input.py`: padding, length limit and the
-shrinking batch) as `keras_transformer.generate`, so the SavedModel gives the
-strings that `Translator(..., method="beam")` gives with the same settings: the
-output limit is `min(longest source of the batch + max_length_offset, max_length)`.
+Decoding is beam search (Section 6.1; with a beam size of 1 it runs the greedy loop,
+which gives the same tokens without the beam's bookkeeping) with the same cached
+decoder step and the same search-input policy (`generation/search_input.py`:
+padding, length limit and the shrinking batch) as `keras_transformer.generate`, so
+the SavedModel gives the strings that `Translator(..., method="beam")` gives with
+the same settings: the output limit is
+`min(longest source of the batch + max_length_offset, max_length)`.
 Tokenizing and detokenizing run in a plain `tf.function` (SentencePiece ops have
 no XLA kernels); the search runs in nested `tf.function(jit_compile=True)`s, one per
 output buffer, compiled by XLA for each padded shape when the SavedModel is first
@@ -38,8 +40,9 @@ import os
 import keras
 
 from keras_transformer.backend import require_tensorflow
-from keras_transformer.generation.beam_search import beam_search, check_beam_options
+from keras_transformer.generation.beam_search import beam_search, check_beam_options, penalty
 from keras_transformer.generation.generate import check_max_length_offset, check_min_length
+from keras_transformer.generation.greedy import greedy_search
 from keras_transformer.generation.ngram_blocking import check_no_repeat_ngram_size
 from keras_transformer.generation.search_input import (
     DEFAULT_MIN_LENGTH,
@@ -122,15 +125,27 @@ class _Translation:
                            banned_ids=self.banned_ids,
                            end_at=max_steps if self.force_end else None,
                            min_length=self.min_length)
-        out = beam_search(step, tf.shape(encoder_token_ids)[0], buffer_length, max_steps,
-                          beam_size=self.beam_size, alpha=self.alpha,
-                          no_repeat_ngram_size=self.no_repeat_ngram_size,
-                          length_penalty=self.length_penalty,
-                          stop_when_running=stop_when_running)
+        batch_size = tf.shape(encoder_token_ids)[0]
+        if self.beam_size == 1:
+            # Beam search with K = 1 is greedy search: the greedy loop gives its tokens
+            # without the beam's bookkeeping (top-2K, the finished pool).
+            out = greedy_search(step, batch_size, buffer_length, max_steps,
+                                no_repeat_ngram_size=self.no_repeat_ngram_size,
+                                stop_when_running=stop_when_running)
+            lengths = tf.reduce_sum(tf.cast(out["token_ids"] != PAD_ID, tf.int32), axis=1)
+            nbest_ids = out["token_ids"][:, None]
+            nbest_scores = (out["scores"] / penalty(lengths, self.alpha,
+                                                    self.length_penalty))[:, None]
+        else:
+            out = beam_search(step, batch_size, buffer_length, max_steps,
+                              beam_size=self.beam_size, alpha=self.alpha,
+                              no_repeat_ngram_size=self.no_repeat_ngram_size,
+                              length_penalty=self.length_penalty,
+                              stop_when_running=stop_when_running)
+            nbest_ids, nbest_scores = out["nbest_token_ids"], out["nbest_scores"]
         done = out["done"] | (out["num_steps"] >= max_steps)
-        nbest_ids = tf.pad(out["nbest_token_ids"],
-                           [[0, 0], [0, 0], [0, self.buffer_length - buffer_length]])
-        return nbest_ids, out["nbest_scores"], done
+        nbest_ids = tf.pad(nbest_ids, [[0, 0], [0, 0], [0, self.buffer_length - buffer_length]])
+        return nbest_ids, nbest_scores, done
 
     def shrinking_search(self, ids, batch_size, limit):
         """The n-best of padded sources `ids` `(B', S')`, as `generate`'s shrinking batch:
