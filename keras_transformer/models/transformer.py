@@ -1,5 +1,6 @@
 """The encoder-decoder Transformer as a functional Keras model."""
 
+import gc
 import warnings
 
 import keras
@@ -240,9 +241,15 @@ class Transformer(keras.Model):
                 isinstance(filters, (list, tuple)) and all(isinstance(f, str) for f in filters))):
             raise ValueError("`filters` must be a regex string or a list of them (saved with "
                              f"the model). Received: filters={filters!r}")
-        with warnings.catch_warnings():  # layers without int8 (norms, dropout) are skipped
-            warnings.simplefilter("ignore")
-            super().quantize(mode, config=config, filters=filters, **kwargs)
+        # Keras runs `gc.collect()` each time a layer drops a float kernel, which takes
+        # seconds in a process with a large heap; frozen objects are not scanned.
+        gc.freeze()
+        try:
+            with warnings.catch_warnings():  # layers without int8 (norms, dropout) are skipped
+                warnings.simplefilter("ignore")
+                super().quantize(mode, config=config, filters=filters, **kwargs)
+        finally:
+            gc.unfreeze()
         self.quantization = mode
         self.quantization_filters = list(filters) if isinstance(filters, tuple) else filters
 
