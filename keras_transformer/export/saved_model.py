@@ -132,7 +132,7 @@ class _Translation:
             out = greedy_search(step, batch_size, buffer_length, max_steps,
                                 no_repeat_ngram_size=self.no_repeat_ngram_size,
                                 stop_when_running=stop_when_running)
-            lengths = tf.reduce_sum(tf.cast(out["token_ids"] != PAD_ID, tf.int32), axis=1)
+            lengths = source_lengths(out["token_ids"])  # the tokens up to the end, included
             nbest_ids = out["token_ids"][:, None]
             nbest_scores = (out["scores"] / penalty(lengths, self.alpha,
                                                     self.length_penalty))[:, None]
