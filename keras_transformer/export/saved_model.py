@@ -25,7 +25,8 @@ no XLA kernels); the search runs in nested `tf.function(jit_compile=True)`s, one
 output buffer, compiled by XLA for each padded shape when the SavedModel is first
 called with it. As in `generate`, the batch shrinks: a first search with a buffer just
 past the longest source stops once at most a quarter of the sentences run, and those
-are searched again in a smaller batch with the whole buffer.
+are searched again in a smaller batch, in the smallest buffer that holds the batch's
+output limit.
 
 Input handling: invalid UTF-8 bytes are replaced by U+FFFD before tokenizing;
 sources are cut to `max_sequence_length - 1` pieces plus `END_ID`; an empty or
@@ -147,27 +148,31 @@ class _Translation:
         nbest_ids = tf.pad(nbest_ids, [[0, 0], [0, 0], [0, self.buffer_length - buffer_length]])
         return nbest_ids, nbest_scores, done
 
+    def search_in_buffer_for(self, tokens, *args):
+        """`self.searches[buffer](*args)` in the smallest buffer that holds `tokens`
+        output tokens (a scalar tensor; the last buffer, the whole one, holds any)."""
+        shorter = tf.reduce_sum(
+            tf.cast(tf.constant(self.buffers[:-1], tf.int32) < tokens, tf.int32))
+        return tf.switch_case(shorter, [functools.partial(self.searches[buffer], *args)
+                                        for buffer in self.buffers])
+
     def shrinking_search(self, ids, batch_size, limit):
         """The n-best of padded sources `ids` `(B', S')`, as `generate`'s shrinking batch:
         a first search with a short buffer stops once at most a quarter of the rows
         run; those rows are then searched again, gathered into a smaller batch, with
-        the whole buffer. Rows are independent, so the tokens are those of one search.
+        a buffer that holds the batch's output `limit`. Rows are independent, so the
+        tokens are those of one search.
         """
         rows = tf.shape(ids)[0]
         longest = max_or_zero(source_lengths(ids))
-        wanted = tf.minimum(limit, longest + FIRST_SEARCH_SLACK)
-        # The smallest buffer that holds `wanted` tokens (the last is the whole one).
-        shorter = tf.reduce_sum(
-            tf.cast(tf.constant(self.buffers[:-1], tf.int32) < wanted, tf.int32))
-        nbest_ids, scores, done = tf.switch_case(shorter, [
-            functools.partial(self.searches[buffer], ids, limit, rows // 4)
-            for buffer in self.buffers])
+        first = tf.minimum(limit, longest + FIRST_SEARCH_SLACK)
+        nbest_ids, scores, done = self.search_in_buffer_for(first, ids, limit, rows // 4)
         done = done | (tf.range(rows) >= batch_size)  # filler rows need no second search
         pending = tf.where(tf.logical_not(done))[:, 0]
 
         def search_again():
             again = pad_sources(tf.gather(ids, pending), self.model)
-            more_ids, more_scores, _ = self.searches[self.buffer_length](again, limit, 0)
+            more_ids, more_scores, _ = self.search_in_buffer_for(limit, again, limit, 0)
             count, rows_at = tf.size(pending), pending[:, None]
             return (tf.tensor_scatter_nd_update(nbest_ids, rows_at, more_ids[:count]),
                     tf.tensor_scatter_nd_update(scores, rows_at, more_scores[:count]))

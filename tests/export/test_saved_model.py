@@ -202,8 +202,9 @@ def test_rejects_a_negative_alpha(translator, tmp_path):
 @pytest.mark.parametrize("beam_size, end_bias", [(1, 3.0), (3, 1.5)])
 def test_shrinking_search_gives_generate_tokens_over_both_searches(beam_size, end_bias):
     """The export's in-graph shrinking batch: a first search with a 16-token buffer, then
-    the rows still running in a smaller batch with the whole buffer, gives the n-best
-    of one whole-batch `generate`; the test's outputs end both before and after 16."""
+    the rows still running in a smaller batch with the 64-token buffer that holds the
+    limit of 40 (of the export's 112), gives the n-best of one whole-batch `generate`;
+    the test's outputs end both before and after 16."""
     import keras
     import numpy as np
 
@@ -226,9 +227,9 @@ def test_shrinking_search_gives_generate_tokens_over_both_searches(beam_size, en
         ids[row, :length] = rng.integers(4, 40, length)
         ids[row, length] = END_ID
     limit = 40
-    translation = _Translation(model, None, beam_size, 0.6, limit, limit, 64, None,
+    translation = _Translation(model, None, beam_size, 0.6, 100, limit, 64, None,
                                jit_compile=False)
-    assert translation.buffers == [16, 32, 48]
+    assert translation.buffers == [16, 32, 64, 112]
     nbest_ids, nbest_scores = tf.function(translation.shrinking_search, autograph=False)(
         pad_sources(tf.constant(ids), model), tf.constant(6), tf.constant(limit))
     expected = generate(model, ids, "beam", beam_size=beam_size, max_length=limit,
@@ -239,6 +240,19 @@ def test_shrinking_search_gives_generate_tokens_over_both_searches(beam_size, en
     best = expected["token_ids"]
     ends = [int(np.argmax(row == END_ID)) if (row == END_ID).any() else limit for row in best]
     assert min(ends) < 16 < max(ends), ends  # both searches ran
+
+
+def test_each_search_runs_in_the_smallest_buffer_that_holds_its_tokens():
+    import keras_transformer as kt
+    from keras_transformer.export.saved_model import _Translation
+
+    model = kt.build_transformer("tiny", vocabulary_size=40, num_layers=1)
+    translation = _Translation(model, None, 1, 0.6, 100, 50, 64, None, jit_compile=False)
+    translation.searches = {buffer: (lambda buffer=buffer: tf.constant(buffer))
+                            for buffer in translation.buffers}
+    for tokens, buffer in [(1, 16), (16, 16), (17, 32), (40, 64), (64, 64), (65, 112),
+                           (100, 112)]:
+        assert int(translation.search_in_buffer_for(tf.constant(tokens))) == buffer, tokens
 
 
 @pytest.mark.slow
