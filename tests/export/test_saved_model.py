@@ -242,17 +242,25 @@ def test_shrinking_search_gives_generate_tokens_over_both_searches(beam_size, en
     assert min(ends) < 16 < max(ends), ends  # both searches ran
 
 
-def test_each_search_runs_in_the_smallest_buffer_that_holds_its_tokens():
+def test_each_search_runs_in_the_smallest_buffer_that_holds_its_tokens_one_row_apart():
     import keras_transformer as kt
     from keras_transformer.export.saved_model import _Translation
 
     model = kt.build_transformer("tiny", vocabulary_size=40, num_layers=1)
     translation = _Translation(model, None, 1, 0.6, 100, 50, 64, None, jit_compile=False)
-    translation.searches = {buffer: (lambda buffer=buffer: tf.constant(buffer))
+    # Stand-ins that say which search ran: the buffer, plus 1000 for one sentence's.
+    translation.searches = {buffer: (lambda ids, buffer=buffer: tf.constant(buffer))
                             for buffer in translation.buffers}
+    translation.one_row_searches = {
+        buffer: (lambda ids, buffer=buffer: tf.constant(1000 + buffer))
+        for buffer in translation.buffers}
+    search = tf.function(translation.search_in_buffer_for, autograph=False, input_signature=[
+        tf.TensorSpec([], tf.int32), tf.TensorSpec([None, None], tf.int32)])  # as exported
     for tokens, buffer in [(1, 16), (16, 16), (17, 32), (40, 64), (64, 64), (65, 112),
                            (100, 112)]:
-        assert int(translation.search_in_buffer_for(tf.constant(tokens))) == buffer, tokens
+        for rows, offset in [(1, 1000), (2, 0), (4, 0)]:
+            ids = tf.zeros([rows, 16], tf.int32)
+            assert int(search(tf.constant(tokens), ids)) == offset + buffer, (tokens, rows)
 
 
 @pytest.mark.slow
