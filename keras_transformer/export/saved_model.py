@@ -166,9 +166,6 @@ class _Translation:
             return tf.switch_case(shorter, [functools.partial(searches[buffer], ids, *args)
                                             for buffer in self.buffers])
 
-        if ids.shape[0] is not None:  # known when traced (the tests)
-            return in_buffer(self.one_row_searches if ids.shape[0] == 1 else self.searches,
-                             ids)
         return tf.cond(tf.shape(ids)[0] == 1,
                        lambda: in_buffer(self.one_row_searches, tf.reshape(ids, [1, -1])),
                        lambda: in_buffer(self.searches, ids))
