@@ -113,7 +113,8 @@ def test_same_tokens_as_ctranslate2s_own_converter(case, marian_sentences, beam_
     # differently: on some CPUs a near tie parts one long output, which may then only
     # be one that runs to the limit and scores within 1% of theirs (the search is not
     # exact: after the tie either may find the better hypothesis).
-    differ = [row for row, (a, b) in enumerate(zip(our_tokens, their_tokens)) if a != b]
+    differ = [row for row, (a, b) in enumerate(zip(our_tokens, their_tokens, strict=True))
+              if a != b]
     assert len(differ) <= 1
     for row in differ:
         assert min(len(our_tokens[row]), len(their_tokens[row])) >= options[

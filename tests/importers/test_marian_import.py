@@ -141,7 +141,7 @@ def _assert_rounding_apart(hf_model, batch, row, ours, theirs, method, limit):
     search is not exact: after the tie either may find the better hypothesis).
     """
     if method == "greedy":
-        position = next(i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b)
+        position = next(i for i, (a, b) in enumerate(zip(ours, theirs, strict=False)) if a != b)
         prefix = theirs[:position]
         ours_log_prob = _hf_log_probs(hf_model, batch, row, prefix + [ours[position]])[-1]
         theirs_log_prob = _hf_log_probs(hf_model, batch, row, prefix + [theirs[position]])[-1]
