@@ -9,7 +9,7 @@ search also reorders the cache with `DecoderStep.reorder`.
 """
 
 import numpy as np
-from keras import ops
+from keras import ops, tree
 
 from keras_transformer.layers.masking import padding_mask
 from keras_transformer.numerics import LOWEST_SCORE
@@ -132,6 +132,7 @@ class DecoderStep:
         the same encoder output, and beams never move between sentences.
         """
         return {
-            "self_attention": tuple(ops.take(c, rows, axis=0) for c in cache["self_attention"]),
+            "self_attention": tree.map_structure(lambda c: ops.take(c, rows, axis=0),
+                                                 cache["self_attention"]),
             "cross_attention": cache["cross_attention"],
         }

@@ -32,9 +32,10 @@ class TransformerDecoderBlock(TransformerBlock):
             `cross_attention_cache` is given.
         decoder_padding_mask: boolean `(B, T)`; ignored when decoding with a cache.
         encoder_padding_mask: boolean `(B, S)`.
-        self_attention_cache: `(B, 2, N, L, H)` preallocated keys/values of the
-            prefix; needs `cache_update_index`, the position of the first query.
-        cross_attention_cache: `(B, 2, N, S, H)` from `compute_cross_attention_cache`.
+        self_attention_cache: preallocated `(keys, values)` of the prefix, each
+            `(B, N, L, H)` (or one stacked `(B, 2, N, L, H)` tensor); needs
+            `cache_update_index`, the position of the first query.
+        cross_attention_cache: `(keys, values)` from `compute_cross_attention_cache`.
         return_attention_scores: bool. Also return
             `{"self_attention": (B, N, T, T or L), "cross_attention": (B, N, T, S)}`.
 
@@ -78,7 +79,7 @@ class TransformerDecoderBlock(TransformerBlock):
         self.built = True
 
     def compute_cross_attention_cache(self, encoder_sequence):
-        """Keys and values of the encoder output, computed once: `(B, 2, N, S, H)`."""
+        """Keys and values of the encoder output, computed once: a pair of `(B, N, S, H)`."""
         return self._cross_attention.compute_cache(encoder_sequence)
 
     def call(
@@ -101,7 +102,10 @@ class TransformerDecoderBlock(TransformerBlock):
             )
         query_length = keras.ops.shape(decoder_sequence)[1]
         if use_cache:
-            cache_length = keras.ops.shape(self_attention_cache)[3]
+            keys = self_attention_cache
+            if isinstance(keys, (tuple, list)):
+                keys = keys[0]
+            cache_length = keras.ops.shape(keys)[-2]
             self_mask = keras.ops.expand_dims(
                 causal_mask(query_length, cache_length, cache_update_index), 0
             )

@@ -288,19 +288,20 @@ class Transformer(keras.Model):
     def init_cache(self, encoder_sequence, max_length, batch_size=None):
         """Caches for `decode_step`: `{"self_attention": ..., "cross_attention": ...}`.
 
-        Each is a tuple with one tensor per decoder layer: self-attention zeros
-        `(batch_size, 2, N, max_length, H)` and the encoder's cross-attention
-        keys/values `(B, 2, N, S, H)`, computed here once. `batch_size` (default `B`)
+        Each is a tuple with one `(keys, values)` pair per decoder layer: self-attention
+        zeros `(batch_size, N, max_length, H)` each and the encoder's cross-attention
+        keys and values `(B, N, S, H)`, computed here once. `batch_size` (default `B`)
         may be a multiple `B * G` of the encoder's rows: the decoder then runs `G` rows
         per sentence (beams) that share its cross-attention cache.
         """
         if batch_size is None:
             batch_size = ops.shape(encoder_sequence)[0]
         head_dim = self.hidden_dim // self.num_heads
-        shape = (batch_size, 2, self.num_heads, max_length, head_dim)
+        shape = (batch_size, self.num_heads, max_length, head_dim)
         dtype = self.decoder_blocks[0].compute_dtype
         return {
-            "self_attention": tuple(ops.zeros(shape, dtype) for _ in self.decoder_blocks),
+            "self_attention": tuple((ops.zeros(shape, dtype), ops.zeros(shape, dtype))
+                                    for _ in self.decoder_blocks),
             "cross_attention": tuple(
                 block.compute_cross_attention_cache(encoder_sequence)
                 for block in self.decoder_blocks

@@ -67,28 +67,52 @@ def test_masked_keys_get_zero_weight_and_fully_masked_rows_no_nan():
     assert np.all(np.isfinite(keras.ops.convert_to_numpy(output)))
 
 
-# Batch 1 feeds a single token a step, which `_project` computes as two rows.
+# Batch 1 feeds a single token a step, which `_project` computes as two rows. The cache
+# is a (keys, values) pair, or the stacked (B, 2, N, L, H) tensor of earlier releases.
+@pytest.mark.parametrize("stacked", [False, True])
 @pytest.mark.parametrize("batch", [1, 2])
-def test_incremental_cache_equals_full_causal_attention(batch):
+def test_incremental_cache_equals_full_causal_attention(batch, stacked):
     sequence, _ = _inputs(batch=batch, query_length=6)
     layer = MultiHeadAttention(num_heads=4)
     full = layer(sequence, attention_mask=causal_mask(6)[None])
-    cache = np.zeros((batch, 2, 4, 8, 4), "float32")  # 4 heads, preallocated for 8 positions
+    shape = (batch, 4, 8, 4)  # 4 heads, preallocated for 8 positions
+    cache = (np.zeros((batch, 2, *shape[1:]), "float32") if stacked
+             else (np.zeros(shape, "float32"), np.zeros(shape, "float32")))
     steps = []
     for index in range(6):
         mask = causal_mask(1, 8, start_index=index)[None]
         out, cache = layer(sequence[:, index : index + 1], attention_mask=mask, cache=cache,
                            cache_update_index=index)
         steps.append(out)
-        assert tuple(cache.shape) == (batch, 2, 4, 8, 4)
+        if stacked:
+            assert tuple(cache.shape) == (batch, 2, *shape[1:])
+        else:
+            assert [tuple(part.shape) for part in cache] == [shape, shape]
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, atol=1e-5)
+    if not stacked:  # the positions not yet written are still zeros
+        assert not np.any(keras.ops.convert_to_numpy(cache[0])[:, :, 6:])
 
 
-def test_precomputed_cross_attention_cache_equals_direct_call():
+def test_cache_pair_holds_the_projected_keys_and_values():
+    query, value = _inputs()
+    layer = MultiHeadAttention(num_heads=4)
+    layer(query, value)
+    keys, values = layer.compute_cache(value)
+    for part, dense in ((keys, layer._key_dense), (values, layer._value_dense)):
+        kernel, bias = (keras.ops.convert_to_numpy(w) for w in dense.weights)
+        expected = np.einsum("bsd,dnh->bnsh", value, kernel) + bias[None, :, None]
+        np.testing.assert_allclose(part, expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("stacked", [False, True])
+def test_precomputed_cross_attention_cache_equals_direct_call(stacked):
     query, value = _inputs()
     layer = MultiHeadAttention(num_heads=4)
     direct = layer(query, value)
-    cached, _ = layer(query, cache=layer.compute_cache(value))
+    cache = layer.compute_cache(value)
+    if stacked:
+        cache = keras.ops.stack(cache, axis=1)
+    cached, _ = layer(query, cache=cache)
     np.testing.assert_allclose(cached, direct, atol=1e-6)
 
 

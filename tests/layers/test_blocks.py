@@ -37,12 +37,15 @@ def test_decoder_is_causal_and_uses_the_encoder_mask_when_lengths_differ():
     assert not np.allclose(out[:, 3:], out2[:, 3:])
 
 
-def test_decoder_cache_equals_full_pass():
+@pytest.mark.parametrize("stacked", [False, True])
+def test_decoder_cache_equals_full_pass(stacked):
     block = TransformerDecoderBlock(intermediate_dim=32, num_heads=4, normalize_first=True)
     x, memory = _sequence(2, 5), _sequence(2, 3)
     full = keras.ops.convert_to_numpy(block(x, memory))
     cross = block.compute_cross_attention_cache(memory)
-    cache = np.zeros((2, 2, 4, 7, 4), "float32")  # (B, 2, N, L, H)
+    shape = (2, 4, 7, 4)  # (B, N, L, H)
+    cache = (np.zeros((2, 2, 4, 7, 4), "float32") if stacked  # (B, 2, N, L, H)
+             else (np.zeros(shape, "float32"), np.zeros(shape, "float32")))
     steps = []
     for i in range(5):
         out, cache = block(x[:, i : i + 1], self_attention_cache=cache,
