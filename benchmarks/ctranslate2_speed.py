@@ -3,7 +3,8 @@
 CTranslate2's README protocol on this machine: the test sentences sorted by length into
 batches, greedy and beam 4 at batch 1 and 32 (`--settings`), `--threads` CPU threads, no
 length penalty, at most the longest source + 50 output tokens (our rule, given to every
-row), padding and the start token never generated. Each row (`--rows`: ours on TensorFlow
+row), padding and the start token never generated; CTranslate2 at 1 thread or `--threads`,
+whichever a probe finds faster (`rows_info`). Each row (`--rows`: ours on TensorFlow
 and JAX, with `shrink_batch=False`, its SavedModel and int8, CTranslate2 float32 and int8,
 KerasHub's samplers uncached and cached on `keras_hub_copy_of` the same weights) runs in
 a worker process of its own (`common.Worker`); after a warm-up pass, `--repeats` rounds
@@ -21,6 +22,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -139,7 +141,27 @@ def ctranslate2_runner(path, tokenizer, beam_size, max_length, max_sequence_leng
     return translate
 
 
-def build_row(row, model_dir, threads, max_length, work_dir):
+def fastest_ct2_threads(path, tokenizer, limit, threads, model_dir, data=None, probe=16):
+    """1 or `threads`, whichever CTranslate2 runs faster here: greedy at batch 1 on the
+    first `probe` test sentences, the second pass of each. On an Intel Xeon with AVX512
+    (2026-12-08) it ran 5x slower with 2 threads than with 1; on an AMD EPYC, not."""
+    if threads <= 1:
+        return threads
+    sources, _ = common.test_pairs(model_dir, probe, data)
+    seconds = {}
+    for count in (1, threads):
+        translate = ctranslate2_runner(path, tokenizer, 1, 128, limit, count)
+        for _ in range(2):
+            start = time.perf_counter()
+            for sentence in sources:
+                translate([sentence])
+            seconds[count] = time.perf_counter() - start
+    common.log(f"CTranslate2 probe, {probe} sentences greedy at batch 1: " + ", ".join(
+        f"{count} thread(s) {value:.2f} s" for count, value in seconds.items()))
+    return min(seconds, key=seconds.get)
+
+
+def build_row(row, model_dir, threads, max_length, work_dir, data=None):
     """A worker's `common.Row` for `row` (a key of `LABELS`); a beam size's runner is made
     on its first pass (the warm-up)."""
     common.fix_threads("jax" if row == "ours_jax" else "tensorflow", threads)
@@ -159,6 +181,7 @@ def build_row(row, model_dir, threads, max_length, work_dir):
         ct2_path = export_ctranslate2(model_dir, os.path.join(work_dir, row),
                                       quantization="int8" if row == "ct2_int8" else None,
                                       force=True)
+        threads = fastest_ct2_threads(ct2_path, tokenizer, limit, threads, model_dir, data)
     runners = {}
 
     def runner(beam_size):
@@ -184,10 +207,10 @@ def build_row(row, model_dir, threads, max_length, work_dir):
 
     return common.Row(decode, lengths=lambda sentences: [
         len(ids) for ids in tokenizer.encode_as_ids(sentences)],
-        info={"backend": keras.backend.backend()})
+        info={"backend": keras.backend.backend(), "threads": threads})
 
 
-def start_workers(rows, model_dir, threads, max_length, work_dir):
+def start_workers(rows, model_dir, threads, max_length, work_dir, data=None):
     """`(label -> started Worker, label -> why a row cannot run here)`."""
     workers, skipped = {}, {}
     for row in rows:
@@ -198,7 +221,7 @@ def start_workers(rows, model_dir, threads, max_length, work_dir):
             continue
         command = [sys.executable, os.path.abspath(__file__), "--worker", row, "--model",
                    model_dir, "--threads", str(threads), "--max-length", str(max_length),
-                   "--work-dir", work_dir]
+                   "--work-dir", work_dir] + (["--data", data] if data else [])
         workers[LABELS[row]] = common.Worker(
             LABELS[row], command, os.path.join(work_dir, f"{row}.log"),
             env={"KERAS_BACKEND": "jax" if row == "ours_jax" else "tensorflow"})
@@ -214,7 +237,7 @@ def benchmark(model_dir, sentences=None, threads=2, max_length=128, data=None, r
     sources, references = common.test_pairs(model_dir, sentences, data)
     work_dir = work_dir or tempfile.mkdtemp(prefix="ct2-bench-")
     os.makedirs(work_dir, exist_ok=True)
-    workers, skipped = start_workers(rows, model_dir, threads, max_length, work_dir)
+    workers, skipped = start_workers(rows, model_dir, threads, max_length, work_dir, data)
     info, lengths, results = {}, None, []
     try:
         for label, worker in list(workers.items()):  # they load in parallel
@@ -322,14 +345,17 @@ def main():
     args = parser.parse_args()
     if args.worker:
         common.serve(lambda: build_row(args.worker, args.model, args.threads,
-                                       args.max_length, args.work_dir))
+                                       args.max_length, args.work_dir, args.data))
         return
     result = benchmark(args.model, args.sentences, args.threads, args.max_length, args.data,
                        rows=args.rows, work_dir=args.work_dir, settings=args.settings,
                        repeats=args.repeats)
     common.write_json(args.output, result)
+    other = {label: info["threads"] for label, info in result["rows_info"].items()
+             if info.get("threads", result["threads"]) != result["threads"]}
     print(f"{result['sentences']} test sentences of {result['model']}, {result['threads']} "
-          "threads, no length penalty:\n")
+          "threads" + "".join(f" ({label}: {count}, faster in a probe)"
+                              for label, count in other.items()) + ", no length penalty:\n")
     print(markdown(result))
 
 
