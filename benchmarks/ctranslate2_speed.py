@@ -22,7 +22,6 @@ import json
 import os
 import sys
 import tempfile
-import time
 
 import numpy as np
 
@@ -141,21 +140,20 @@ def ctranslate2_runner(path, tokenizer, beam_size, max_length, max_sequence_leng
     return translate
 
 
-def fastest_ct2_threads(path, tokenizer, limit, threads, model_dir, data=None, probe=16):
+def fastest_ct2_threads(path, tokenizer, max_length, limit, threads, model_dir, data=None,
+                        probe=16):
     """1 or `threads`, whichever CTranslate2 runs faster here: greedy at batch 1 on the
     first `probe` test sentences, the second pass of each. On an Intel Xeon with AVX512
     (2026-12-08) it ran 5x slower with 2 threads than with 1; on an AMD EPYC, not."""
     if threads <= 1:
         return threads
     sources, _ = common.test_pairs(model_dir, probe, data)
+    one_by_one = [[index] for index in range(len(sources))]
     seconds = {}
     for count in (1, threads):
-        translate = ctranslate2_runner(path, tokenizer, 1, 128, limit, count)
-        for _ in range(2):
-            start = time.perf_counter()
-            for sentence in sources:
-                translate([sentence])
-            seconds[count] = time.perf_counter() - start
+        translate = ctranslate2_runner(path, tokenizer, 1, max_length, limit, count)
+        common.translate_all(translate, sources, one_by_one)  # the first pass warms up
+        seconds[count] = common.translate_all(translate, sources, one_by_one)[2]
     common.log(f"CTranslate2 probe, {probe} sentences greedy at batch 1: " + ", ".join(
         f"{count} thread(s) {value:.2f} s" for count, value in seconds.items()))
     return min(seconds, key=seconds.get)
@@ -181,7 +179,8 @@ def build_row(row, model_dir, threads, max_length, work_dir, data=None):
         ct2_path = export_ctranslate2(model_dir, os.path.join(work_dir, row),
                                       quantization="int8" if row == "ct2_int8" else None,
                                       force=True)
-        threads = fastest_ct2_threads(ct2_path, tokenizer, limit, threads, model_dir, data)
+        threads = fastest_ct2_threads(ct2_path, tokenizer, max_length, limit, threads,
+                                      model_dir, data)
     runners = {}
 
     def runner(beam_size):

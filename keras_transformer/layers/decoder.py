@@ -102,9 +102,8 @@ class TransformerDecoderBlock(TransformerBlock):
             )
         query_length = keras.ops.shape(decoder_sequence)[1]
         if use_cache:
-            keys = self_attention_cache
-            if isinstance(keys, (tuple, list)):
-                keys = keys[0]
+            # The keys of a (keys, values) pair, or the stacked tensor: L is next to last.
+            keys = keras.tree.flatten(self_attention_cache)[0]
             cache_length = keras.ops.shape(keys)[-2]
             self_mask = keras.ops.expand_dims(
                 causal_mask(query_length, cache_length, cache_update_index), 0
